@@ -7,6 +7,7 @@
 //! No I/O and no Kubernetes client live here: every function is pure, so the manager, the
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
+pub mod names;
 pub mod nodeslo;
 pub mod schema;
 
