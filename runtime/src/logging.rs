@@ -1,0 +1,54 @@
+//! Structured logging through `tracing`, human-readable or JSON.
+
+use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+
+/// How log lines are written to stderr.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per event, for log pipelines.
+    Json,
+}
+
+/// Logging could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    /// `RUST_LOG` (or the given default) is not a valid filter.
+    #[error("invalid log filter {filter:?}: {source}")]
+    Filter {
+        /// The filter text that failed to parse.
+        filter: String,
+        /// Why it failed.
+        source: tracing_subscriber::filter::ParseError,
+    },
+    /// A global subscriber was already installed (logging initialised twice).
+    #[error("logging is already initialised: {0}")]
+    AlreadyInitialised(String),
+}
+
+/// Installs the global subscriber. The filter comes from `RUST_LOG`, else `default_filter`
+/// (e.g. `"info"`), so operators can raise verbosity per module without a rebuild.
+pub fn init_logging(format: LogFormat, default_filter: &str) -> Result<(), LoggingError> {
+    let filter_text = std::env::var("RUST_LOG").unwrap_or_else(|_| default_filter.to_owned());
+    let filter = EnvFilter::try_new(&filter_text).map_err(|source| LoggingError::Filter {
+        filter: filter_text.clone(),
+        source,
+    })?;
+    let registry = tracing_subscriber::registry().with(filter);
+    let result = match format {
+        LogFormat::Text => registry
+            .with(fmt::layer().with_writer(std::io::stderr))
+            .try_init(),
+        LogFormat::Json => registry
+            .with(
+                fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_writer(std::io::stderr),
+            )
+            .try_init(),
+    };
+    result.map_err(|e| LoggingError::AlreadyInitialised(e.to_string()))
+}
