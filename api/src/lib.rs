@@ -12,6 +12,7 @@ pub mod nodeslo;
 pub mod priority;
 pub mod qos;
 pub mod quantity;
+pub mod resources;
 pub mod schema;
 
 pub use nodeslo::{NodeSLO, NodeSLOSpec};
