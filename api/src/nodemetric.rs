@@ -36,6 +36,7 @@ pub enum MemoryCollectPolicy {
 #[kube(
     group = "slo.koordinator.sh",
     version = "v1alpha1",
+    derive = "PartialEq",
     kind = "NodeMetric",
     doc = "NodeMetric: resource usage of one node (named like the Node), its pods and host applications, reported by koordlet.",
     plural = "nodemetrics",

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 #[kube(
     group = "slo.koordinator.sh",
     version = "v1alpha1",
+    derive = "PartialEq",
     kind = "NodeSLO",
     doc = "NodeSLO: the QoS strategies koordlet enforces on one node (named like the Node), derived by koord-manager from the slo-controller-config ConfigMap.",
     plural = "nodeslos",

@@ -20,6 +20,7 @@ use crate::qos::QoSClass;
 #[kube(
     group = "config.koordinator.sh",
     version = "v1alpha1",
+    derive = "PartialEq",
     kind = "ClusterColocationProfile",
     doc = "ClusterColocationProfile: selects new pods and makes them colocated pods (QoS class, priority, labels, batch resources).",
     plural = "clustercolocationprofiles",

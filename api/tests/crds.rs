@@ -1,6 +1,9 @@
 //! The checked-in CRDs match the Rust types, and every schema is a structural schema the API
 //! server (embedded or real) will accept.
 
+// Test helpers panic on purpose: a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use koord_api::crds::{CRD_DIR, crd_files, crds};
