@@ -49,7 +49,9 @@ pub use types::{
     CpuBurstCfg, CpuNormalizationStrategy, HostApplicationCfg, ModelRatioCfg, ResourceAmplificationStrategy,
     ResourceQosCfg, ResourceThresholdCfg, SystemCfg,
 };
-pub use validate::{node_entry_problems, validate_cpu_burst_config};
+pub use validate::{
+    node_entry_problems, validate_colocation_strategy, validate_cpu_burst_config, validate_node_slo_spec,
+};
 
 use crate::names;
 

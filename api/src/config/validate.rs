@@ -9,7 +9,8 @@ use super::layer::Layered;
 use super::syntax::{go_duration_seconds, is_non_negative_quantity};
 use super::types::{CpuNormalizationStrategy, ResourceAmplificationStrategy};
 use crate::nodeslo::{
-    CpuBurstConfig, CpuBurstStrategy, HostApplicationSpec, ResourceThresholdStrategy, SystemStrategy,
+    CpuBurstConfig, CpuBurstStrategy, HostApplicationSpec, NodeSLOSpec, ResourceThresholdStrategy,
+    SystemStrategy,
 };
 use crate::selector::{Selector, SelectorOverlap, find_overlaps, is_empty_selector};
 
@@ -253,6 +254,78 @@ pub fn validate_cpu_burst_config(cfg: &CpuBurstConfig) -> Vec<ConfigError> {
         cfg,
         &mut Check {
             key: ConfigKey::CpuBurst,
+            base: String::new(),
+            errors: &mut errors,
+        },
+    );
+    errors
+}
+
+/// Validates a NodeSLO spec with the ConfigMap rules of each part (koordlet may check what it
+/// receives; tests check that merging never leaves the valid range). Paths start at the part.
+pub fn validate_node_slo_spec(spec: &NodeSLOSpec) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    if let Some(s) = &spec.resource_used_threshold_with_be {
+        threshold(
+            s,
+            &mut Check {
+                key: ConfigKey::ResourceThreshold,
+                base: "resourceUsedThresholdWithBE".to_owned(),
+                errors: &mut errors,
+            },
+        );
+    }
+    if let Some(s) = &spec.resource_qos_strategy {
+        super::validate_qos::resource_qos(
+            s,
+            &mut Check {
+                key: ConfigKey::ResourceQos,
+                base: "resourceQOSStrategy".to_owned(),
+                errors: &mut errors,
+            },
+        );
+    }
+    if let Some(s) = &spec.cpu_burst_strategy {
+        burst(
+            s,
+            &mut Check {
+                key: ConfigKey::CpuBurst,
+                base: "cpuBurstStrategy".to_owned(),
+                errors: &mut errors,
+            },
+            None,
+        );
+    }
+    if let Some(s) = &spec.system_strategy {
+        system(
+            s,
+            &mut Check {
+                key: ConfigKey::System,
+                base: "systemStrategy".to_owned(),
+                errors: &mut errors,
+            },
+        );
+    }
+    if let Some(apps) = &spec.host_applications {
+        host_applications(
+            apps,
+            &mut Check {
+                key: ConfigKey::HostApplication,
+                base: "hostApplications".to_owned(),
+                errors: &mut errors,
+            },
+        );
+    }
+    errors
+}
+
+/// Validates one colocation strategy (e.g. a node's effective one) with the ConfigMap rules.
+pub fn validate_colocation_strategy(s: &ColocationStrategy) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    colocation(
+        s,
+        &mut Check {
+            key: ConfigKey::Colocation,
             base: String::new(),
             errors: &mut errors,
         },
