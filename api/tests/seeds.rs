@@ -297,3 +297,21 @@ status:
     assert_eq!(device.topology.as_ref().unwrap().pcie_id, "pci0000:3a");
     assert_round_trips(&metric);
 }
+
+/// The API server keeps custom-resource JSON as written, so a quantity may arrive as a number.
+#[test]
+fn numeric_quantities_in_custom_resources_parse() {
+    let metric: NodeMetric = serde_yaml::from_str(
+        "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\nmetadata: {name: n}\nspec: {}\n\
+         status: {nodeMetric: {nodeUsage: {resources: {cpu: 4, memory: 1815637738}}}}\n",
+    )
+    .unwrap();
+    let usage = amounts_from_list(&metric.status.unwrap().node_metric.unwrap().node_usage.resources).unwrap();
+    assert_eq!(
+        CpuMemory::from_amounts(&usage),
+        CpuMemory {
+            cpu_milli: 4000,
+            memory_bytes: 1_815_637_738
+        }
+    );
+}
