@@ -50,7 +50,8 @@ pub use types::{
     ResourceQosCfg, ResourceThresholdCfg, SystemCfg,
 };
 pub use validate::{
-    node_entry_problems, validate_colocation_strategy, validate_cpu_burst_config, validate_node_slo_spec,
+    node_entry_name_errors, node_entry_problems, validate_colocation_strategy, validate_cpu_burst_config,
+    validate_node_slo_spec,
 };
 
 use crate::names;

@@ -586,3 +586,28 @@ pub fn node_entry_problems<S>(key: ConfigKey, l: &Layered<S>) -> (Vec<ConfigErro
     }
     (errors, find_overlaps(&l.selectors()))
 }
+
+/// With upstream's `--node-strategy-name-need-check=true` the webhook also requires every node
+/// entry to carry a unique, non-empty `name`; this gives those errors.
+pub fn node_entry_name_errors<S>(key: ConfigKey, l: &Layered<S>) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for entry in &l.nodes {
+        let path = format!("{}[{}].name", key.nodes_field(), entry.index);
+        match entry.name.as_deref() {
+            None | Some("") => errors.push(ConfigError::new(key, path, Rule::NameMissing)),
+            Some(name) => match seen.iter().find(|(n, _)| *n == name) {
+                Some((_, first)) => errors.push(ConfigError::new(
+                    key,
+                    path,
+                    Rule::NameDuplicate {
+                        name: name.to_owned(),
+                        first: *first,
+                    },
+                )),
+                None => seen.push((name, entry.index)),
+            },
+        }
+    }
+    errors
+}
