@@ -31,7 +31,8 @@ pub struct ManagedEntry {
 
 fn collect(v: &Value, prefix: &mut Vec<String>, out: &mut FieldSet) {
     match v {
-        Value::Object(m) if !m.is_empty() => {
+        // An empty map in an applied configuration claims nothing.
+        Value::Object(m) => {
             for (k, child) in m {
                 prefix.push(k.clone());
                 collect(child, prefix, out);
