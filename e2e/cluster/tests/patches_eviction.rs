@@ -1,4 +1,5 @@
 //! Patch flavours, server-side apply, leases (kube-lease-manager), binding and eviction.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
