@@ -73,6 +73,15 @@ impl Meminfo {
     }
 }
 
+impl Meminfo {
+    /// Reads and parses `<proc>/meminfo`.
+    pub fn read(roots: &super::SystemRoots) -> Result<Self, super::SystemError> {
+        let path = roots.proc_file("meminfo");
+        let text = super::read_text(&path)?;
+        Self::parse(&text).map_err(|e| super::SystemError::parse(path, e))
+    }
+}
+
 /// How node memory usage is counted (`nodeMemoryCollectPolicy`; default `usageWithoutPageCache`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryCollectPolicy {

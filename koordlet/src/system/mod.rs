@@ -74,3 +74,14 @@ impl SystemRoots {
         self.proc.join(rel)
     }
 }
+
+/// Reads a whole file as text (lossy: kernel files are ASCII, garbage becomes U+FFFD and then
+/// fails to parse with a clear error instead of an I/O error).
+pub(crate) fn read_text(path: &Path) -> Result<String, SystemError> {
+    std::fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .map_err(|source| SystemError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}

@@ -99,6 +99,15 @@ fn parse_ticks<'a>(fields: impl Iterator<Item = &'a str>) -> Result<CpuTicks, Pa
     })
 }
 
+impl ProcStat {
+    /// Reads and parses `<proc>/stat`.
+    pub fn read(roots: &super::SystemRoots) -> Result<Self, super::SystemError> {
+        let path = roots.proc_file("stat");
+        let text = super::read_text(&path)?;
+        Self::parse(&text).map_err(|e| super::SystemError::parse(path, e))
+    }
+}
+
 /// Cores in use between two readings taken `elapsed_secs` apart: `Δbusy / (elapsed × hz)`.
 /// `None` when no time elapsed or the counters went backwards (e.g. a CPU went offline).
 pub fn cpu_usage_cores(

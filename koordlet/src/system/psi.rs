@@ -45,6 +45,45 @@ impl PsiStats {
     }
 }
 
+/// The node-level pressure resources (`<proc>/pressure/<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodePressure {
+    /// `cpu`
+    Cpu,
+    /// `memory`
+    Memory,
+    /// `io`
+    Io,
+}
+
+impl PsiStats {
+    /// Reads `<proc>/pressure/{cpu,memory,io}`. A kernel without PSI (no file, or
+    /// `psi=0` making reads fail with EOPNOTSUPP) is [`super::SystemError::Unsupported`].
+    pub fn read_node(roots: &super::SystemRoots, which: NodePressure) -> Result<Self, super::SystemError> {
+        let name = match which {
+            NodePressure::Cpu => "cpu",
+            NodePressure::Memory => "memory",
+            NodePressure::Io => "io",
+        };
+        let path = roots.proc.join("pressure").join(name);
+        let text = match super::read_text(&path) {
+            Err(super::SystemError::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::Unsupported
+                ) || source.raw_os_error() == Some(95) =>
+            {
+                return Err(super::SystemError::Unsupported {
+                    resource: "pressure",
+                    path: path.display().to_string(),
+                });
+            }
+            other => other?,
+        };
+        Self::parse(&text).map_err(|e| super::SystemError::parse(path, e))
+    }
+}
+
 fn parse_line<'a>(fields: impl Iterator<Item = &'a str>) -> Result<PsiLine, ParseError> {
     let mut line = PsiLine::default();
     let mut seen = 0u8;
