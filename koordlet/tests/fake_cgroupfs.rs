@@ -226,7 +226,13 @@ fn stat_readers_on_both_versions() {
             (thr.nr_periods, thr.nr_throttled, thr.throttled_ns),
             (10, 2, 3000)
         );
-        assert_eq!(cg.cpuset_cpus(&dir).unwrap().to_string(), "0-3");
+        assert_eq!(cg.effective_cpus(&dir).unwrap().to_string(), "0-3");
+        let own = if version == CgroupVersion::V1 { "0-3" } else { "" };
+        assert_eq!(
+            cg.cpuset_cpus(&dir).unwrap().to_string(),
+            own,
+            "v2: empty means the parent's"
+        );
     }
     let host = FakeHost::new(CgroupVersion::V2, CgroupDriver::Systemd);
     let cg = detect(&host);

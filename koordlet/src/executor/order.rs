@@ -16,7 +16,7 @@
 
 use std::cmp::Ordering;
 
-use crate::system::{CgroupResource, CgroupValue};
+use crate::system::{CgroupResource, CgroupValue, Domain};
 
 use super::CgroupWrite;
 
@@ -37,10 +37,8 @@ fn compare(resource: CgroupResource, new: &CgroupValue, current: Option<&CgroupV
     let current = current?;
     match (new, current) {
         (CgroupValue::Int(n), CgroupValue::Int(c)) => {
-            let unlimited_is_max = matches!(
-                resource,
-                CgroupResource::CpuCfsQuota | CgroupResource::MemoryLimit | CgroupResource::MemoryHigh
-            );
+            // -1 means "no limit" wherever the domain allows it: the loosest value there is.
+            let unlimited_is_max = matches!(resource.spec().domain, Domain::Int { unlimited: true, .. });
             let key = |v: i64| {
                 if unlimited_is_max && v == -1 {
                     i128::MAX

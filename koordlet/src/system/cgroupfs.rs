@@ -320,9 +320,19 @@ impl Cgroups {
 
     /// The cgroup's `cpuset.cpus`.
     pub fn cpuset_cpus(&self, dir: &CgroupDir) -> Result<CpuSet, SystemError> {
-        match self.read(CgroupResource::CpusetCpus, dir)? {
+        self.read_cpus(CgroupResource::CpusetCpus, dir)
+    }
+
+    /// The CPUs the cgroup can really run on (`cpuset.effective_cpus` / `cpuset.cpus.effective`);
+    /// use this to size a cgroup, since an empty v2 `cpuset.cpus` means "the parent's".
+    pub fn effective_cpus(&self, dir: &CgroupDir) -> Result<CpuSet, SystemError> {
+        self.read_cpus(CgroupResource::CpusetCpusEffective, dir)
+    }
+
+    fn read_cpus(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<CpuSet, SystemError> {
+        match self.read(resource, dir)? {
             CgroupValue::Cpus(c) => Ok(c),
-            CgroupValue::Int(_) => Err(SystemError::ReadOnly("cpuset.cpus")),
+            CgroupValue::Int(_) => Err(SystemError::ReadOnly(resource.name())),
         }
     }
 

@@ -76,7 +76,7 @@ impl FakeHost {
         let cg = &self.roots.cgroup;
         match self.version {
             CgroupVersion::V1 => {
-                let files: [(&str, &str, &str); 10] = [
+                let files: [(&str, &str, &str); 11] = [
                     ("cpu", "cpu.shares", "1024\n"),
                     ("cpu", "cpu.cfs_quota_us", "-1\n"),
                     ("cpu", "cpu.cfs_period_us", "100000\n"),
@@ -88,6 +88,7 @@ impl FakeHost {
                     ),
                     ("cpuacct", "cpuacct.usage", "5000000000\n"),
                     ("cpuset", "cpuset.cpus", "0-3\n"),
+                    ("cpuset", "cpuset.effective_cpus", "0-3\n"),
                     ("memory", "memory.limit_in_bytes", "9223372036854771712\n"),
                     ("memory", "memory.usage_in_bytes", "1048576\n"),
                     (
@@ -113,7 +114,8 @@ impl FakeHost {
                         "cpu.stat",
                         "usage_usec 5000000\nuser_usec 4000000\nsystem_usec 1000000\nnr_periods 10\nnr_throttled 2\nthrottled_usec 3\n",
                     ),
-                    ("cpuset.cpus", "0-3\n"),
+                    ("cpuset.cpus", "\n"),
+                    ("cpuset.cpus.effective", "0-3\n"),
                     ("memory.max", "max\n"),
                     ("memory.current", "1048576\n"),
                     (
