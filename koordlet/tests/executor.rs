@@ -280,3 +280,15 @@ fn cache_forgets_vanished_pods() {
     exec.apply(vec![], t + Duration::from_secs(121));
     assert_eq!(exec.cached_entries(), 0);
 }
+
+#[test]
+fn kernels_without_burst_get_no_clamp_and_no_log_line() {
+    let (host, mut exec) = setup(CgroupVersion::V1, false);
+    let dir = be_pod(&host);
+    std::fs::remove_file(host.file("cpu", dir.as_path(), "cpu.cfs_burst_us")).unwrap();
+    let logs = LogCapture::default();
+    let r = logs.run(|| exec.apply(vec![write(&dir, R::CpuCfsQuota, 30_000)], Instant::now()));
+    assert_eq!(r.changes.len(), 1);
+    assert!(r.errors.is_empty());
+    assert!(!logs.text().contains("unsupported"), "{}", logs.text());
+}

@@ -170,7 +170,16 @@ impl Executor {
             }
         }
 
+        // Looked up without the support probe: a kernel without burst must not log about a
+        // file no strategy asked for.
         let clamps = order::burst_clamps(&pending, |w| {
+            let path = self
+                .cgroups
+                .file_path(CgroupResource::CpuCfsBurst, &w.cgroup)
+                .ok()?;
+            if !path.is_file() {
+                return None;
+            }
             match self.cgroups.read(CgroupResource::CpuCfsBurst, &w.cgroup) {
                 Ok(CgroupValue::Int(v)) => Some(v),
                 _ => None,

@@ -132,7 +132,11 @@ impl CgroupLayout {
             } else {
                 parse_mounts(&text)
             };
-            let mounts = mounts.map_err(|e| SystemError::parse(&path, e))?;
+            // A table we cannot read is no evidence: fall through to the next source.
+            let Ok(mounts) = mounts else {
+                tracing::warn!(path = %path.display(), "unparsable mount table; trying the next source");
+                continue;
+            };
             if let Some(layout) = layout_from_mounts(&mounts, &roots.cgroup, source) {
                 return Ok(layout);
             }
