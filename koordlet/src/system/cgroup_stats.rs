@@ -32,6 +32,14 @@ fn key(map: &BTreeMap<String, u64>, name: &str, what: &'static str) -> Result<u6
         .ok_or_else(|| ParseError::new(what, format!("missing {name}")))
 }
 
+/// Cores used between two cumulative CPU-time readings (ns) taken `elapsed` apart. `None` when
+/// no time passed or the counter went backwards (the cgroup was recreated).
+pub fn cpu_cores_between(earlier_ns: u64, later_ns: u64, elapsed: std::time::Duration) -> Option<f64> {
+    let used = later_ns.checked_sub(earlier_ns)?;
+    let wall = elapsed.as_nanos();
+    (wall > 0).then(|| used as f64 / wall as f64)
+}
+
 /// CFS throttling counters of a cgroup (`cpu.stat`), cumulative since creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuThrottling {
@@ -125,6 +133,17 @@ impl MemoryStat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cores_from_cumulative_ns() {
+        use std::time::Duration;
+        assert_eq!(
+            cpu_cores_between(1_000_000_000, 3_000_000_000, Duration::from_secs(2)),
+            Some(1.0)
+        );
+        assert_eq!(cpu_cores_between(5, 4, Duration::from_secs(1)), None);
+        assert_eq!(cpu_cores_between(1, 2, Duration::ZERO), None);
+    }
 
     #[test]
     fn throttling_v1_and_v2() {

@@ -63,6 +63,25 @@ pub fn weight_to_shares(weight: i64) -> i64 {
     2 + (weight - 1) * 262_142 / 9999
 }
 
+/// CPU request in milli-cores -> `cpu.shares`, as the kubelet computes it:
+/// `m × 1024 / 1000` clamped to 2..=262144 (0 or less -> 2).
+pub fn milli_cpu_to_shares(milli: i64) -> i64 {
+    if milli <= 0 {
+        return 2;
+    }
+    (milli.saturating_mul(1024) / 1000).clamp(2, 262_144)
+}
+
+/// CPU limit in milli-cores -> CFS quota for `period_us`: `m × period / 1000`; 0 or less means
+/// no limit (-1); a positive quota below the kernel's 1000 µs minimum is raised to 1000.
+pub fn milli_cpu_to_quota(milli: i64, period_us: i64) -> i64 {
+    if milli <= 0 {
+        return -1;
+    }
+    let quota = milli.saturating_mul(period_us) / 1000;
+    quota.clamp(1000, super::MAX_CFS_QUOTA_US)
+}
+
 /// The text to write for `value`. `current` is the file's present content, needed on v2 where
 /// quota and period share `cpu.max` (the other field is kept; absent: `max` / 100000).
 pub fn encode(
@@ -155,7 +174,7 @@ fn parse_int_or_max(text: &str, what: &'static str) -> Result<i64, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::resource::{MAX_CFS_QUOTA_US, R};
+    use crate::system::resource::{DEFAULT_CFS_PERIOD_US, MAX_CFS_QUOTA_US, R};
     use CgroupVersion::{V1, V2};
 
     #[test]
@@ -242,6 +261,37 @@ mod tests {
         assert_eq!(
             encode(R::CpusetCpus, V1, &m(1), None),
             Err(DomainError::WrongKind)
+        );
+    }
+
+    #[test]
+    fn milli_cpu_conversions_at_their_boundaries() {
+        for (milli, shares) in [
+            (-5, 2),
+            (0, 2),
+            (1, 2),
+            (2, 2),
+            (1000, 1024),
+            (500, 512),
+            (256_000, 262_144),
+            (1_000_000, 262_144),
+        ] {
+            assert_eq!(milli_cpu_to_shares(milli), shares, "{milli}");
+        }
+        for (milli, quota) in [
+            (0, -1),
+            (-1, -1),
+            (1, 1000),
+            (9, 1000),
+            (10, 1000),
+            (500, 50_000),
+            (4000, 400_000),
+        ] {
+            assert_eq!(milli_cpu_to_quota(milli, DEFAULT_CFS_PERIOD_US), quota, "{milli}");
+        }
+        assert_eq!(
+            milli_cpu_to_quota(i64::MAX, DEFAULT_CFS_PERIOD_US),
+            MAX_CFS_QUOTA_US
         );
     }
 

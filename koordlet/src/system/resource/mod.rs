@@ -20,7 +20,10 @@ use std::fmt;
 
 mod codec;
 
-pub use codec::{DomainError, decode, encode, shares_to_weight, validate, weight_to_shares};
+pub use codec::{
+    DomainError, decode, encode, milli_cpu_to_quota, milli_cpu_to_shares, shares_to_weight, validate,
+    weight_to_shares,
+};
 
 use super::{CpuSet, Subsystem};
 
