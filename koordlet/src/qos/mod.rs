@@ -1,0 +1,105 @@
+//! QoS strategies: the pure decision cores that protect LS pods from BE pods.
+//!
+//! Each strategy is `fn(input) -> plan`: the input is a plain snapshot (capacities, usages,
+//! current cgroup values, the NodeSLO strategy, the time as an argument) and the plan is data
+//! (cgroup writes in the order they must be applied, pods to evict with their reasons, and the
+//! key numbers printed by `koordlet plan`). Nothing here reads a file or a clock, so every rule
+//! is table-tested and the live loop, the fast path and the offline `plan` command share it.
+//!
+//! * [`cpu_suppress`]: shrink the BE CPU budget (CFS quota or cpuset) as LS usage grows.
+//! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
+//! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
+//! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
+//! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
+
+pub mod cpu_burst;
+pub mod cpu_evict;
+pub mod cpu_suppress;
+pub mod cpuset;
+pub mod eviction;
+pub mod memory_evict;
+
+use serde::Serialize;
+
+/// The CFS period the kubelet uses (100 ms): every quota here is relative to it.
+pub const CFS_PERIOD_US: i64 = 100_000;
+/// The v1 file that holds the CFS quota (`cpu.max` first field on v2).
+pub const FILE_CFS_QUOTA: &str = "cpu.cfs_quota_us";
+/// The v1 file that holds the CFS burst (`cpu.max.burst` on v2).
+pub const FILE_CFS_BURST: &str = "cpu.cfs_burst_us";
+/// The cpuset file that confines a cgroup's CPUs.
+pub const FILE_CPUSET_CPUS: &str = "cpuset.cpus";
+
+/// One cgroup file write a strategy wants, in the order the plan lists it.
+///
+/// The order of a plan's writes matters (the kernel rejects a burst above the quota, a child
+/// cpuset wider than its parent, a v1 child quota above its parent's): the executor must apply
+/// them in sequence. `file` is the v1 name; the executor maps it to the v2 file and converts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CgroupWrite {
+    /// Directory relative to the controller root, e.g. `kubepods/besteffort`.
+    pub cgroup: String,
+    /// v1 file name, e.g. `cpu.cfs_quota_us`.
+    pub file: &'static str,
+    /// The value in v1 units (`-1` means unlimited).
+    pub value: String,
+    /// The strategy that decided it, for the audit log.
+    pub strategy: &'static str,
+}
+
+impl CgroupWrite {
+    /// Builds a write; a shorthand used by every strategy.
+    pub fn new(cgroup: &str, file: &'static str, value: impl ToString, strategy: &'static str) -> Self {
+        CgroupWrite {
+            cgroup: cgroup.to_owned(),
+            file,
+            value: value.to_string(),
+            strategy,
+        }
+    }
+}
+
+/// Koordinator QoS class of a pod or host application, already resolved (label
+/// `koordinator.sh/qosClass`, else from the kube QoS class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum QosClass {
+    /// Latency-sensitive exclusive: owns its CPUs.
+    #[serde(rename = "LSE")]
+    Lse,
+    /// Latency-sensitive reserved: bound CPUs, shareable with BE when idle.
+    #[serde(rename = "LSR")]
+    Lsr,
+    /// Latency-sensitive on the share pool.
+    #[serde(rename = "LS")]
+    Ls,
+    /// Best effort: uses what LS leaves, suppressed and evicted first.
+    #[serde(rename = "BE")]
+    Be,
+    /// System daemons.
+    #[serde(rename = "SYSTEM")]
+    System,
+    /// No class could be resolved; treated like LS by every strategy here.
+    #[serde(rename = "")]
+    None,
+}
+
+impl QosClass {
+    /// Whether the class is BE: the only class suppress throttles and eviction may pick.
+    pub fn is_be(self) -> bool {
+        self == QosClass::Be
+    }
+}
+
+/// `MilliCPUToQuota`: the CFS quota (µs per 100 ms period) that grants `milli` milli-cores;
+/// `-1` (unlimited) when `milli <= 0`, at least the kernel minimum of 1000 µs otherwise.
+pub fn milli_cpu_to_quota(milli: i64) -> i64 {
+    if milli <= 0 {
+        return -1;
+    }
+    milli.saturating_mul(CFS_PERIOD_US / 1000).max(1000)
+}
+
+/// Clamps a percent from the NodeSLO to 0..=100 so hostile values cannot overflow the math.
+pub(crate) fn clamp_percent(p: i64) -> i64 {
+    p.clamp(0, 100)
+}
