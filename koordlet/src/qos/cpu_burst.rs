@@ -420,7 +420,7 @@ fn decide_pod(
             .clamp(base, ceil.max(base));
             if target != cur {
                 quota_moves.push((&c.cgroup, cur, target));
-                pod_delta += target - cur;
+                pod_delta = pod_delta.saturating_add(target - cur);
             }
             op = Some(o);
             quota_after = Some(target);
@@ -442,7 +442,7 @@ fn decide_pod(
         });
     }
     let pod_quota_after = match pod.cfs_quota_us {
-        Some(q) if q > 0 && pod_delta != 0 => Some((q + pod_delta).max(1000)),
+        Some(q) if q > 0 && pod_delta != 0 => Some(q.saturating_add(pod_delta).max(1000)),
         other => other,
     };
     let pod_burst = clamp_burst(pod_static.min(MAX_BURST_US), pod_quota_after);
@@ -494,4 +494,4 @@ fn decide_pod(
 
 #[cfg(test)]
 #[path = "cpu_burst_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -282,7 +282,7 @@ pub fn quota_decision(b: &Budget, current_us: Option<i64>) -> QuotaDecision {
     let budget = b.budget_milli.clamp(0, b.capacity_milli);
     let wanted = budget.saturating_mul(CFS_PERIOD_US / 1000).max(MIN_BE_QUOTA_US);
     // Upstream rounds capacity up to whole cores for the ramp and skip thresholds.
-    let node_quota = ((b.capacity_milli + 999) / 1000).saturating_mul(CFS_PERIOD_US);
+    let node_quota = (b.capacity_milli.saturating_add(999) / 1000).saturating_mul(CFS_PERIOD_US);
     let ramp = node_quota * QUOTA_RAMP_UP_PERCENT / 100;
     let min_change = node_quota * QUOTA_MIN_CHANGE_PERCENT / 100;
     let decision = |written: Option<i64>, action| QuotaDecision {
@@ -294,10 +294,12 @@ pub fn quota_decision(b: &Budget, current_us: Option<i64>) -> QuotaDecision {
     match current_us {
         None => decision(Some(wanted), "write"),
         Some(cur) if cur == wanted => decision(None, "unchanged"),
-        Some(cur) if (wanted - cur).abs() < min_change && wanted != MIN_BE_QUOTA_US => {
+        Some(cur)
+            if wanted.saturating_sub(cur).saturating_abs() < min_change && wanted != MIN_BE_QUOTA_US =>
+        {
             decision(None, "small_change")
         }
-        Some(cur) if cur > 0 && wanted - cur > ramp => decision(Some(cur + ramp), "ramped"),
+        Some(cur) if cur > 0 && wanted.saturating_sub(cur) > ramp => decision(Some(cur + ramp), "ramped"),
         Some(_) => decision(Some(wanted), "write"),
     }
 }
@@ -310,7 +312,7 @@ fn suppress_by_cpuset(input: &SuppressInput<'_>, b: &Budget, plan: &mut Suppress
         return;
     }
     let budget = b.budget_milli.clamp(0, b.capacity_milli);
-    let wanted = usize::try_from((budget + 999) / 1000)
+    let wanted = usize::try_from(budget.saturating_add(999) / 1000)
         .unwrap_or(0)
         .max(MIN_BE_CPUS);
     let mut given = wanted;
@@ -345,15 +347,18 @@ fn suppress_by_cpuset(input: &SuppressInput<'_>, b: &Budget, plan: &mut Suppress
         from_lsr,
     });
     let cg = input.cgroups;
+    let [qos, pods, containers] = levels(cg);
     if pools.kubelet_static_policy {
         // The QoS and pod dirs keep the full BE set; only containers are narrowed.
-        let mut upper: Vec<&CgroupState> = vec![&cg.besteffort];
-        upper.extend(cg.pods.iter().map(|p| &p.pod));
-        cpuset_writes(&[upper], &candidates, &mut plan.writes);
-        let containers: Vec<&CgroupState> = cg.pods.iter().flat_map(|p| &p.containers).collect();
-        cpuset_writes(&[containers], &chosen, &mut plan.writes);
+        cpuset_writes(
+            &[(qos, &candidates), (pods, &candidates), (containers, &chosen)],
+            &mut plan.writes,
+        );
     } else {
-        cpuset_writes(&levels(cg), &chosen, &mut plan.writes);
+        cpuset_writes(
+            &[(qos, &chosen), (pods, &chosen), (containers, &chosen)],
+            &mut plan.writes,
+        );
     }
 }
 
@@ -365,14 +370,15 @@ fn levels(cg: &BeCgroups) -> [Vec<&CgroupState>; 3] {
     ]
 }
 
-/// Writes `target` to every dir of `levels` (parents first) so that no child is ever wider than
-/// its parent: pass 1, top to bottom, widens each dir that lacks CPUs of `target` to
-/// `current ∪ target`; pass 2, bottom to top, narrows to `target`. Dirs already equal are skipped.
-fn cpuset_writes(levels: &[Vec<&CgroupState>], target: &CpuList, writes: &mut Vec<CgroupWrite>) {
+/// Writes each level's target to its dirs (levels parents first, targets nested: a child's
+/// target is a subset of its parent's) so that no child is ever wider than its parent: pass 1,
+/// top to bottom, widens each dir that lacks CPUs of its target to `current ∪ target`; pass 2,
+/// bottom to top, narrows to the target. Dirs already equal are skipped.
+fn cpuset_writes(levels: &[(Vec<&CgroupState>, &CpuList)], writes: &mut Vec<CgroupWrite>) {
     let mut after_widen: Vec<Vec<Option<CpuList>>> = Vec::new();
-    for level in levels {
+    for (dirs, target) in levels {
         let mut row = Vec::new();
-        for dir in level {
+        for dir in dirs {
             let now = match &dir.cpuset {
                 Some(cur) if !target.is_subset(cur) => {
                     let wide = cur.union(target);
@@ -385,9 +391,9 @@ fn cpuset_writes(levels: &[Vec<&CgroupState>], target: &CpuList, writes: &mut Ve
         }
         after_widen.push(row);
     }
-    for (level, row) in levels.iter().zip(&after_widen).rev() {
-        for (dir, now) in level.iter().zip(row) {
-            if now.as_ref() != Some(target) {
+    for ((dirs, target), row) in levels.iter().zip(&after_widen).rev() {
+        for (dir, now) in dirs.iter().zip(row) {
+            if now.as_ref() != Some(*target) {
                 writes.push(CgroupWrite::new(&dir.dir, FILE_CPUSET_CPUS, target, STRATEGY));
             }
         }
@@ -406,9 +412,13 @@ fn recover_cpuset(input: &SuppressInput<'_>, plan: &mut SuppressPlan) {
         plan.reason = "BE cpuset not restored: CPU topology unknown".into();
         return;
     }
-    cpuset_writes(&levels(input.cgroups), &full, &mut plan.writes);
+    let [qos, pods, containers] = levels(input.cgroups);
+    cpuset_writes(
+        &[(qos, &full), (pods, &full), (containers, &full)],
+        &mut plan.writes,
+    );
 }
 
 #[cfg(test)]
 #[path = "cpu_suppress_tests.rs"]
-mod tests;
+pub(crate) mod tests;

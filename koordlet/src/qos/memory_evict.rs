@@ -139,7 +139,8 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
         return plan;
     }
     // usage_percent >= threshold > lower >= 0, so the factor is positive.
-    let release = (capacity * (usage_percent - lower) as u128 / 100).min(u64::MAX as u128) as u64;
+    let release =
+        (capacity.saturating_mul((usage_percent - lower) as u128) / 100).min(u64::MAX as u128) as u64;
     plan.release_bytes = release;
     let in_flight = in_flight_release(input.pods, memory_of);
     plan.in_flight_bytes = in_flight as u64;

@@ -18,6 +18,8 @@ pub mod cpu_suppress;
 pub mod cpuset;
 pub mod eviction;
 pub mod memory_evict;
+#[cfg(test)]
+mod proptests;
 
 use serde::Serialize;
 
