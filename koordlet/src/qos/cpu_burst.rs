@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use koord_api::config::{BurstSource, PodBurstDecision};
 use koord_api::nodeslo::{CpuBurstConfig, CpuBurstPolicy};
 use serde::Serialize;
 
@@ -66,6 +67,12 @@ impl BurstParams {
         }
     }
 
+    /// The params and the source label of a pod from the api resolver
+    /// (`koord_api::config::resolve_pod_burst`), ready for [`BurstPod`].
+    pub fn from_decision(d: &PodBurstDecision) -> (Self, String) {
+        (Self::from_config(&d.config), source_label(&d.source))
+    }
+
     fn kernel_burst(&self) -> bool {
         matches!(self.policy, CpuBurstPolicy::CpuBurstOnly | CpuBurstPolicy::Auto)
     }
@@ -75,6 +82,22 @@ impl BurstParams {
             self.policy,
             CpuBurstPolicy::CfsQuotaBurstOnly | CpuBurstPolicy::Auto
         )
+    }
+}
+
+/// How the plan and the log name the source of a pod's config.
+pub fn source_label(source: &BurstSource) -> String {
+    match source {
+        BurstSource::PodStrategy {
+            index,
+            override_pod,
+            with_annotation,
+        } => format!(
+            "podStrategies[{index}] (overridePod={override_pod}{})",
+            if *with_annotation { ", with annotation" } else { "" }
+        ),
+        BurstSource::PodAnnotation => "annotation koordinator.sh/cpuBurst".into(),
+        BurstSource::Node => "node".into(),
     }
 }
 

@@ -341,3 +341,79 @@ fn burst_period_limits_time_scaled_up() {
     let plan = run_with(&[], idle_pool(), 25.0, &plan.next_state);
     assert!(plan.next_state.limiters.is_empty());
 }
+
+/// Seed 000 end to end through the api resolver: the matching pod gets podStrategies[0] and its
+/// numbers, a non-matching pod keeps the node strategy; the plan names the source.
+#[test]
+fn seed_000_pod_strategies_through_the_resolver() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use koord_api::config::resolve_pod_burst;
+    use koord_api::nodeslo::{CpuBurstPodStrategy, CpuBurstStrategy};
+
+    let node = CpuBurstStrategy {
+        policy: Some(CpuBurstPolicy::Auto),
+        cpu_burst_percent: Some(200),
+        cfs_quota_burst_percent: Some(300),
+        cfs_quota_burst_period_seconds: Some(6),
+        pod_strategies: Some(vec![CpuBurstPodStrategy {
+            namespace: Some("frontend".into()),
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".into(), "payment".into())])),
+                ..Default::default()
+            }),
+            override_pod: Some(true),
+            cpu_burst_config: Some(CpuBurstConfig {
+                policy: Some(CpuBurstPolicy::Auto),
+                cpu_burst_percent: Some(100),
+                cfs_quota_burst_percent: Some(600),
+                cfs_quota_burst_period_seconds: Some(10),
+            }),
+        }]),
+        ..Default::default()
+    };
+    let labels = BTreeMap::from([("app".to_owned(), "payment".to_owned())]);
+    let annotations = BTreeMap::from([(
+        "koordinator.sh/cpuBurst".to_owned(),
+        r#"{"policy":"none"}"#.to_owned(),
+    )]);
+    let (matched, matched_src) =
+        BurstParams::from_decision(&resolve_pod_burst(&node, "frontend", &labels, &annotations));
+    let (other, other_src) =
+        BurstParams::from_decision(&resolve_pod_burst(&node, "default", &labels, &BTreeMap::new()));
+    assert_eq!(
+        matched,
+        params(CpuBurstPolicy::Auto, 100, 600, 10),
+        "overridePod beats the annotation"
+    );
+    assert_eq!(
+        matched_src,
+        "podStrategies[0] (overridePod=true, with annotation)"
+    );
+    assert_eq!(
+        (other, other_src.as_str()),
+        (params(CpuBurstPolicy::Auto, 200, 300, 6), "node")
+    );
+
+    let mut a = pod(matched, 300_000, 0, container(1000, 300_000, 0, 0.0));
+    a.config_source = matched_src;
+    let mut b = pod(other, 300_000, 0, container(1000, 300_000, 0, 0.0));
+    b.name = "other".into();
+    b.cgroup = "kubepods/burstable/podb".into();
+    b.containers[0].cgroup = "kubepods/burstable/podb/c1".into();
+    b.config_source = other_src;
+    let plan = run(&[a, b], idle_pool());
+    // 1 core × 100 % = 100000 µs for the matching pod, 200 % = 200000 µs for the other.
+    let burst_of = |dir: &str| {
+        plan.writes
+            .iter()
+            .find(|w| w.cgroup == dir && w.file == FILE_CFS_BURST)
+            .map(|w| w.value.clone())
+    };
+    assert_eq!(burst_of("kubepods/burstable/poda/c1").as_deref(), Some("100000"));
+    assert_eq!(burst_of("kubepods/burstable/podb/c1").as_deref(), Some("200000"));
+    assert_eq!(
+        plan.pods[0].source,
+        "podStrategies[0] (overridePod=true, with annotation)"
+    );
+    assert_eq!(plan.pods[1].source, "node");
+}

@@ -22,6 +22,10 @@ pub mod memory_evict;
 mod proptests;
 
 use serde::Serialize;
+use thiserror::Error;
+
+use crate::executor;
+use crate::system::{CgroupDir, CgroupResource, CgroupValue, CpuSet, ParseError, SystemError};
 
 /// The CFS period the kubelet uses (100 ms): every quota here is relative to it.
 pub const CFS_PERIOD_US: i64 = 100_000;
@@ -58,6 +62,56 @@ impl CgroupWrite {
             value: value.to_string(),
             strategy,
         }
+    }
+}
+
+/// A plan write the executor cannot take (never expected from these strategies; reported, not
+/// panicked on, because cgroup dirs come from outside).
+#[derive(Debug, Error)]
+pub enum PlanWriteError {
+    /// The file is not in the system layer's resource table.
+    #[error("unknown cgroup file {0:?}")]
+    UnknownFile(String),
+    /// The value does not parse for the file.
+    #[error("bad value for {file}: {source}")]
+    BadValue {
+        /// The file.
+        file: &'static str,
+        /// Why.
+        source: ParseError,
+    },
+    /// The directory is not a valid relative cgroup path.
+    #[error(transparent)]
+    BadDir(#[from] SystemError),
+}
+
+impl CgroupWrite {
+    /// The executor's form of this write: the plan's JSON form (`cgroup`/`file`/`value` strings,
+    /// as `koordlet plan` prints it) converted to typed resource and value.
+    pub fn to_executor(&self) -> Result<executor::CgroupWrite, PlanWriteError> {
+        let resource = CgroupResource::from_name(self.file)
+            .ok_or_else(|| PlanWriteError::UnknownFile(self.file.into()))?;
+        let value = if resource == CgroupResource::CpusetCpus {
+            CgroupValue::Cpus(
+                CpuSet::parse(&self.value).map_err(|source| PlanWriteError::BadValue {
+                    file: self.file,
+                    source,
+                })?,
+            )
+        } else {
+            CgroupValue::Int(self.value.trim().parse().map_err(|e: std::num::ParseIntError| {
+                PlanWriteError::BadValue {
+                    file: self.file,
+                    source: ParseError::new("integer", e.to_string()),
+                }
+            })?)
+        };
+        Ok(executor::CgroupWrite {
+            cgroup: CgroupDir::new(&self.cgroup)?,
+            resource,
+            value,
+            strategy: self.strategy.to_owned(),
+        })
     }
 }
 
@@ -104,4 +158,46 @@ pub fn milli_cpu_to_quota(milli: i64) -> i64 {
 /// Clamps a percent from the NodeSLO to 0..=100 so hostile values cannot overflow the math.
 pub(crate) fn clamp_percent(p: i64) -> i64 {
     p.clamp(0, 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_writes_convert_to_executor_writes() {
+        let w = CgroupWrite::new("kubepods/besteffort", FILE_CFS_QUOTA, -1, "cpu_suppress");
+        let e = w.to_executor().unwrap();
+        assert_eq!(
+            (e.resource, e.value),
+            (CgroupResource::CpuCfsQuota, CgroupValue::Int(-1))
+        );
+        assert_eq!(e.cgroup, CgroupDir::new("kubepods/besteffort").unwrap());
+        let w = CgroupWrite::new("kubepods/besteffort", FILE_CPUSET_CPUS, "0-2,8", "cpu_suppress");
+        assert_eq!(
+            w.to_executor().unwrap().value,
+            CgroupValue::Cpus(CpuSet::parse("0-2,8").unwrap())
+        );
+        let w = CgroupWrite::new("pod", FILE_CFS_BURST, 5000, "cpu_burst");
+        assert_eq!(w.to_executor().unwrap().resource, CgroupResource::CpuCfsBurst);
+        assert!(
+            CgroupWrite::new("../x", FILE_CFS_QUOTA, 1, "t")
+                .to_executor()
+                .is_err()
+        );
+        assert!(
+            CgroupWrite::new("x", FILE_CFS_QUOTA, "abc", "t")
+                .to_executor()
+                .is_err()
+        );
+        assert!(CgroupWrite::new("x", "no.such", 1, "t").to_executor().is_err());
+    }
+
+    #[test]
+    fn quota_from_milli() {
+        assert_eq!(milli_cpu_to_quota(0), -1);
+        assert_eq!(milli_cpu_to_quota(-5), -1);
+        assert_eq!(milli_cpu_to_quota(5), 1000);
+        assert_eq!(milli_cpu_to_quota(2000), 200_000);
+    }
 }
