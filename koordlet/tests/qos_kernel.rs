@@ -466,3 +466,121 @@ fn burst_values_are_accepted_by_the_kernel() {
     let refused = tree.write("cpu", "pod/c1", "cpu.cfs_burst_us", &(q + 1).to_string());
     assert!(refused.is_err(), "kernel accepted burst {} over quota {q}", q + 1);
 }
+
+/// The same plans through the koordlet-core executor (typed writes, its own ordering, skip if
+/// equal): every write accepted, the kernel ends at the plan's values.
+#[test]
+fn suppress_and_burst_plans_through_the_executor() {
+    use koordlet::executor::{Executor, ExecutorConfig};
+    use koordlet::system::{Cgroups, SystemRoots};
+    use std::sync::Arc;
+
+    let Some(mut tree) = setup(&["cpu", "cpuset"]) else {
+        return;
+    };
+    let Ok(cgroups) = Cgroups::detect(&SystemRoots::default()) else {
+        println!("skipped: cgroup layout not detected");
+        return;
+    };
+    for d in ["kubepods", "kubepods/besteffort", "pod", "pod/c1"] {
+        tree.mkdir(d).expect("mkdir");
+    }
+    let mut exec = Executor::new(Arc::new(cgroups), ExecutorConfig::default());
+    let run = |exec: &mut Executor, writes: &[CgroupWrite]| {
+        let typed: Vec<_> = writes
+            .iter()
+            .map(|w| w.to_executor().expect("typed write"))
+            .collect();
+        let report = exec.apply(typed, Instant::now());
+        assert!(report.errors.is_empty(), "executor errors: {:?}", report.errors);
+    };
+
+    // cfsQuota suppress on an idle 1-core-capacity view: budget 650m → 65000 µs.
+    let s = ResourceThresholdStrategy {
+        enable: Some(true),
+        cpu_suppress_policy: Some(CpuSuppressPolicy::CfsQuota),
+        ..Default::default()
+    };
+    let plan = cpu_suppress::decide(&SuppressInput {
+        strategy: &s,
+        capacity_milli: 1000,
+        reserved_milli: 0,
+        node_usage_milli: 0,
+        pods: &[],
+        host_apps: &[],
+        cgroups: &BeCgroups {
+            besteffort: state(&tree, "kubepods/besteffort"),
+            pods: vec![],
+        },
+        cpus: &CpuPools::default(),
+    });
+    run(&mut exec, &plan.writes);
+    let quota = fs::read_to_string(tree.path("cpu", "kubepods/besteffort").join("cpu.cfs_quota_us")).unwrap();
+    assert_eq!(quota.trim(), "65000");
+
+    if !tree.path("cpu", "pod").join("cpu.cfs_burst_us").exists() {
+        println!("skipped: burst part, kernel without cpu.cfs_burst_us");
+        return;
+    }
+    for d in ["pod", "pod/c1"] {
+        tree.write("cpu", d, "cpu.cfs_quota_us", "100000").expect("quota");
+    }
+    let read = |rel: &str, f: &str| -> Option<i64> {
+        fs::read_to_string(tree.path("cpu", rel).join(f))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    let mut state = BurstState::default();
+    for (round, node_usage) in [0.0, 0.0, 1e9].into_iter().enumerate() {
+        let pod = BurstPod {
+            namespace: "ns".into(),
+            name: "p".into(),
+            qos: QosClass::Ls,
+            active: true,
+            cgroup: tree.rel("pod"),
+            cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
+            cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
+            config: BurstParams {
+                policy: CpuBurstPolicy::Auto,
+                cpu_burst_percent: 50,
+                cfs_quota_burst_percent: 300,
+                cfs_quota_burst_period_seconds: -1,
+            },
+            config_source: "node".into(),
+            containers: vec![BurstContainer {
+                id: "c1".into(),
+                cgroup: tree.rel("pod/c1"),
+                cpu_limit_milli: Some(1000),
+                cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
+                cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),
+                throttled_ratio: Some(0.5),
+                usage_milli: Some(1000.0),
+            }],
+        };
+        let plan = cpu_burst::decide(&BurstInput {
+            share_pool_threshold_percent: 50,
+            share_pool: SharePool {
+                processors: 2,
+                lse_lsr_request_milli: 0,
+                node_usage_milli: Some(node_usage),
+                lse_lsr_be_usage_milli: Some(0.0),
+            },
+            pods: &[pod],
+            now_seconds: round as f64,
+            state: &state,
+        });
+        run(&mut exec, &plan.writes);
+        state = plan.next_state;
+        let c = &plan.pods[0].containers[0];
+        assert_eq!(read("pod/c1", "cpu.cfs_quota_us"), c.quota_us, "round {round}");
+        assert_eq!(
+            read("pod/c1", "cpu.cfs_burst_us"),
+            Some(c.burst_us),
+            "round {round}"
+        );
+        println!(
+            "executor burst round {round}: quota {:?} burst {}",
+            c.quota_us, c.burst_us
+        );
+    }
+}
