@@ -288,6 +288,27 @@ mod tests {
         assert_eq!(select_cpus(&topo, &candidates, 2).to_string(), "2,6");
     }
 
+    /// Upstream's documented selection case (Test_calculateBESuppressCPUSetPolicy, "scattering on
+    /// numa nodes and stacking on HTs 2/3"): 4 sockets × 2 cores × 2 adjacent threads, 2 NUMA
+    /// nodes; 5 CPUs → a pair on socket 0, a pair on socket 1, a single on socket 2, whatever
+    /// the order the topology lists the CPUs in.
+    #[test]
+    fn upstream_case_pairs_scatter_over_sockets() {
+        let mut topo: Vec<CpuInfo> = (0..16)
+            .map(|cpu| CpuInfo {
+                cpu,
+                core: cpu / 2,
+                socket: cpu / 4,
+                node: cpu / 8,
+            })
+            .collect();
+        let all = CpuList::from_cpus(0..16);
+        assert_eq!(select_cpus(&topo, &all, 5).to_string(), "0-1,4-5,8");
+        topo.reverse();
+        topo.swap(3, 11);
+        assert_eq!(select_cpus(&topo, &all, 5).to_string(), "0-1,4-5,8");
+    }
+
     #[test]
     fn unknown_cpus_used_last() {
         let topo = vec![CpuInfo {
