@@ -1,0 +1,435 @@
+//! Reading and writing cgroup files through the resource table.
+//!
+//! [`Cgroups`] owns the cgroup root and the detected layout and answers three questions for a
+//! (resource, cgroup directory) pair: where is the file, does this kernel have it (probed once
+//! and cached), and what is in it. Writes are validated against the resource's domain before
+//! the kernel is touched and skipped when the file already holds the value.
+//!
+//! Unsupported resources are logged once per resource for the life of the value, at `warn`,
+//! and then reported quietly as [`SystemError::Unsupported`].
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use super::cgroup_stats::{CpuThrottling, MemoryStat};
+use super::psi::PsiStats;
+use super::resource::{self, decode, encode};
+use super::{
+    CgroupLayout, CgroupMode, CgroupResource, CgroupValue, CgroupVersion, CpuSet, Subsystem, SystemError,
+    SystemRoots,
+};
+
+/// A cgroup directory relative to the cgroup root (and to the controller directory on v1),
+/// e.g. `kubepods/besteffort/pod<uid>`. Always relative and free of `..`, so it cannot leave
+/// the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CgroupDir(PathBuf);
+
+impl CgroupDir {
+    /// Validates a relative cgroup path (`""` is the root cgroup).
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, SystemError> {
+        let path = path.as_ref();
+        let mut clean = PathBuf::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(part) => clean.push(part),
+                Component::CurDir => {}
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                    return Err(SystemError::InvalidName {
+                        what: "cgroup path",
+                        value: path.display().to_string().chars().take(80).collect(),
+                        reason: "must be relative and must not contain `..`",
+                    });
+                }
+            }
+        }
+        Ok(Self(clean))
+    }
+
+    /// The root cgroup.
+    pub fn root() -> Self {
+        Self(PathBuf::new())
+    }
+
+    /// For paths built from validated parts only.
+    pub(crate) fn trusted(path: PathBuf) -> Self {
+        Self(path)
+    }
+
+    pub(crate) fn join_trusted(&self, name: &str) -> Self {
+        Self(self.0.join(name))
+    }
+
+    /// A child directory; `name` is validated like [`CgroupDir::new`].
+    pub fn join(&self, name: impl AsRef<Path>) -> Result<Self, SystemError> {
+        Ok(Self(self.0.join(CgroupDir::new(name)?.0)))
+    }
+
+    /// The parent directory (`None` for the root).
+    pub fn parent(&self) -> Option<CgroupDir> {
+        if self.0.as_os_str().is_empty() {
+            None
+        } else {
+            Some(Self(self.0.parent().map(Path::to_path_buf).unwrap_or_default()))
+        }
+    }
+
+    /// Number of components (0 for the root); the executor orders writes by it.
+    pub fn depth(&self) -> usize {
+        self.0.components().count()
+    }
+
+    /// The relative path.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+
+    /// True when `self` is `other` or below it.
+    pub fn starts_with(&self, other: &CgroupDir) -> bool {
+        self.0.starts_with(&other.0)
+    }
+}
+
+impl std::fmt::Display for CgroupDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.display())
+    }
+}
+
+/// A write worked out but not yet done: what is in the file and what would go in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedWrite {
+    /// The resource.
+    pub resource: CgroupResource,
+    /// The cgroup directory.
+    pub dir: CgroupDir,
+    /// Absolute file path.
+    pub path: PathBuf,
+    /// The file's current content, trimmed.
+    pub old: String,
+    /// The exact text to write.
+    pub new: String,
+    /// True when the file already holds the value (compared semantically: `0-3` = `0,1,2,3`,
+    /// v1 "unlimited" = -1).
+    pub unchanged: bool,
+}
+
+/// Bound on cached probes; past it the cache is cleared (a probe is one `stat`).
+const MAX_PROBES: usize = 16_384;
+
+/// The cgroup tree of this node.
+#[derive(Debug)]
+pub struct Cgroups {
+    root: PathBuf,
+    layout: CgroupLayout,
+    probes: Mutex<HashMap<(CgroupResource, CgroupDir), bool>>,
+    reported: Mutex<HashSet<CgroupResource>>,
+}
+
+impl Cgroups {
+    /// A tree at `root` with a known layout (tests, the offline `plan` command, a forced flag).
+    pub fn new(root: impl Into<PathBuf>, layout: CgroupLayout) -> Self {
+        Self {
+            root: root.into(),
+            layout,
+            probes: Mutex::default(),
+            reported: Mutex::default(),
+        }
+    }
+
+    /// Detects the layout below `roots.cgroup` (see [`CgroupLayout::detect`]).
+    pub fn detect(roots: &SystemRoots) -> Result<Self, SystemError> {
+        let layout = CgroupLayout::detect(roots)?;
+        tracing::info!(root = %roots.cgroup.display(), mode = ?layout.mode, source = layout.source, "cgroup layout detected");
+        Ok(Self::new(roots.cgroup.clone(), layout))
+    }
+
+    /// The detected layout.
+    pub fn layout(&self) -> &CgroupLayout {
+        &self.layout
+    }
+
+    /// The version controller files follow (hybrid is v1).
+    pub fn version(&self) -> CgroupVersion {
+        self.layout.version()
+    }
+
+    /// The cgroup root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The version a resource's file is encoded in (pressure files on a hybrid host live in the
+    /// unified mount).
+    fn file_version(&self, resource: CgroupResource) -> CgroupVersion {
+        if resource.spec().pressure && self.layout.mode == CgroupMode::Hybrid {
+            CgroupVersion::V2
+        } else {
+            self.version()
+        }
+    }
+
+    /// Absolute directory of `dir` in the hierarchy holding `resource`.
+    pub fn dir_path(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<PathBuf, SystemError> {
+        let spec = resource.spec();
+        let subsystem = match self.layout.mode {
+            CgroupMode::V2 => None,
+            CgroupMode::Hybrid if spec.pressure => Some(Subsystem::Unified),
+            CgroupMode::V1 | CgroupMode::Hybrid => Some(
+                spec.v1
+                    .map(|(s, _)| s)
+                    .ok_or_else(|| unsupported(resource, "no v1 file"))?,
+            ),
+        };
+        let base = match subsystem {
+            None => self.root.clone(),
+            Some(sub) => {
+                let rel = self.layout.subsystem_dir(sub).ok_or_else(|| {
+                    unsupported(resource, &format!("{} controller not mounted", sub.name()))
+                })?;
+                self.root.join(rel)
+            }
+        };
+        Ok(base.join(dir.as_path()))
+    }
+
+    /// Absolute path of `resource`'s file in `dir`.
+    pub fn file_path(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<PathBuf, SystemError> {
+        let name = resource
+            .file_name(self.file_version(resource))
+            .ok_or_else(|| unsupported(resource, "no file in this cgroup version"))?;
+        Ok(self.dir_path(resource, dir)?.join(name))
+    }
+
+    /// Whether this kernel has `resource` in `dir`. The answer is cached per (resource, dir);
+    /// the first "no" for a resource is logged once. A missing directory is
+    /// [`SystemError::CgroupDirMissing`] and is not cached (the pod may not exist yet).
+    pub fn is_supported(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<bool, SystemError> {
+        let key = (resource, dir.clone());
+        if let Some(&known) = lock(&self.probes).get(&key) {
+            return Ok(known);
+        }
+        let path = match self.file_path(resource, dir) {
+            Ok(path) => path,
+            Err(SystemError::Unsupported { path, .. }) => {
+                self.report_unsupported(resource, &path);
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+        let dir_path = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        if !dir_path.is_dir() {
+            return Err(SystemError::CgroupDirMissing(dir_path));
+        }
+        let supported = path.is_file();
+        if !supported {
+            self.report_unsupported(resource, &path.display().to_string());
+        }
+        let mut probes = lock(&self.probes);
+        if probes.len() >= MAX_PROBES {
+            probes.clear();
+        }
+        probes.insert(key, supported);
+        Ok(supported)
+    }
+
+    /// Drops cached probes for `dir` and everything below it (a pod that went away).
+    pub fn forget_dir(&self, dir: &CgroupDir) {
+        lock(&self.probes).retain(|(_, d), _| !d.starts_with(dir));
+    }
+
+    /// How many resources have been reported unsupported (each was logged exactly once).
+    pub fn unsupported_reported(&self) -> usize {
+        lock(&self.reported).len()
+    }
+
+    fn report_unsupported(&self, resource: CgroupResource, path: &str) {
+        if lock(&self.reported).insert(resource) {
+            tracing::warn!(
+                resource = resource.name(),
+                path,
+                "cgroup resource unsupported on this node; skipping it from now on"
+            );
+        }
+    }
+
+    fn supported_path(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<PathBuf, SystemError> {
+        let path = self.file_path(resource, dir);
+        if !self.is_supported(resource, dir)? {
+            let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(unsupported(resource, &path));
+        }
+        path
+    }
+
+    /// The file's raw content.
+    pub fn read_text(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<String, SystemError> {
+        let path = self.supported_path(resource, dir)?;
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(SystemError::CgroupDirMissing(path)),
+            Err(source) => Err(SystemError::Io { path, source }),
+        }
+    }
+
+    /// The file's value in v1 units.
+    pub fn read(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<CgroupValue, SystemError> {
+        let text = self.read_text(resource, dir)?;
+        decode(resource, self.file_version(resource), &text).map_err(|e| self.parse_error(resource, dir, e))
+    }
+
+    fn parse_error(&self, resource: CgroupResource, dir: &CgroupDir, e: super::ParseError) -> SystemError {
+        let path = self
+            .file_path(resource, dir)
+            .unwrap_or_else(|_| PathBuf::from(resource.name()));
+        SystemError::parse(path, e)
+    }
+
+    fn read_int(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<i64, SystemError> {
+        match self.read(resource, dir)? {
+            CgroupValue::Int(v) => Ok(v),
+            CgroupValue::Cpus(_) => Err(SystemError::ReadOnly(resource.name())),
+        }
+    }
+
+    /// Cumulative CPU time of the cgroup in ns (`cpuacct.usage` / `cpu.stat usage_usec`).
+    pub fn cpu_usage_ns(&self, dir: &CgroupDir) -> Result<u64, SystemError> {
+        Ok(u64::try_from(self.read_int(CgroupResource::CpuUsage, dir)?).unwrap_or(0))
+    }
+
+    /// Memory charged to the cgroup in bytes, page cache included.
+    pub fn memory_usage_bytes(&self, dir: &CgroupDir) -> Result<u64, SystemError> {
+        Ok(u64::try_from(self.read_int(CgroupResource::MemoryUsage, dir)?).unwrap_or(0))
+    }
+
+    /// The LRU breakdown of `memory.stat`.
+    pub fn memory_stat(&self, dir: &CgroupDir) -> Result<MemoryStat, SystemError> {
+        let text = self.read_text(CgroupResource::MemoryStat, dir)?;
+        MemoryStat::parse(&text, self.version())
+            .map_err(|e| self.parse_error(CgroupResource::MemoryStat, dir, e))
+    }
+
+    /// CFS throttling counters.
+    pub fn cpu_throttling(&self, dir: &CgroupDir) -> Result<CpuThrottling, SystemError> {
+        let text = self.read_text(CgroupResource::CpuStat, dir)?;
+        CpuThrottling::parse(&text, self.version())
+            .map_err(|e| self.parse_error(CgroupResource::CpuStat, dir, e))
+    }
+
+    /// The cgroup's `cpuset.cpus`.
+    pub fn cpuset_cpus(&self, dir: &CgroupDir) -> Result<CpuSet, SystemError> {
+        self.read_cpus(CgroupResource::CpusetCpus, dir)
+    }
+
+    /// The CPUs the cgroup can really run on (`cpuset.effective_cpus` / `cpuset.cpus.effective`);
+    /// use this to size a cgroup, since an empty v2 `cpuset.cpus` means "the parent's".
+    pub fn effective_cpus(&self, dir: &CgroupDir) -> Result<CpuSet, SystemError> {
+        self.read_cpus(CgroupResource::CpusetCpusEffective, dir)
+    }
+
+    fn read_cpus(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<CpuSet, SystemError> {
+        match self.read(resource, dir)? {
+            CgroupValue::Cpus(c) => Ok(c),
+            CgroupValue::Int(_) => Err(SystemError::ReadOnly(resource.name())),
+        }
+    }
+
+    /// A pressure file of the cgroup (`resource` is one of the three pressure resources).
+    pub fn pressure(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<PsiStats, SystemError> {
+        if !resource.spec().pressure {
+            return Err(unsupported(resource, "not a pressure resource"));
+        }
+        let text = self.read_text(resource, dir)?;
+        PsiStats::parse(&text).map_err(|e| self.parse_error(resource, dir, e))
+    }
+
+    /// Works out a write without doing it: validates `value` (refused values never reach the
+    /// kernel), checks support and the directory, reads the current content and encodes.
+    pub fn prepare_write(
+        &self,
+        resource: CgroupResource,
+        dir: &CgroupDir,
+        value: &CgroupValue,
+    ) -> Result<PreparedWrite, SystemError> {
+        resource::validate(resource, value).map_err(|e| SystemError::InvalidValue {
+            resource: resource.name(),
+            value: value.to_string(),
+            reason: e.to_string(),
+        })?;
+        let version = self.file_version(resource);
+        let path = self.supported_path(resource, dir)?;
+        let old = self.read_text(resource, dir)?;
+        let new = encode(resource, version, value, Some(&old)).map_err(|e| SystemError::InvalidValue {
+            resource: resource.name(),
+            value: value.to_string(),
+            reason: e.to_string(),
+        })?;
+        let unchanged = match (decode(resource, version, &old), decode(resource, version, &new)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        Ok(PreparedWrite {
+            resource,
+            dir: dir.clone(),
+            path,
+            old: old.trim().to_owned(),
+            new,
+            unchanged,
+        })
+    }
+
+    /// Writes a prepared value (no create: a vanished cgroup is [`SystemError::CgroupDirMissing`]).
+    pub fn apply(&self, write: &PreparedWrite) -> Result<(), SystemError> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&write.path);
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SystemError::CgroupDirMissing(write.path.clone()));
+            }
+            Err(source) => {
+                return Err(SystemError::Io {
+                    path: write.path.clone(),
+                    source,
+                });
+            }
+        };
+        file.write_all(write.new.as_bytes())
+            .map_err(|source| SystemError::Io {
+                path: write.path.clone(),
+                source,
+            })
+    }
+
+    /// Validated write-if-different. Returns the prepared write (its `unchanged` says whether
+    /// anything was written).
+    pub fn write(
+        &self,
+        resource: CgroupResource,
+        dir: &CgroupDir,
+        value: &CgroupValue,
+    ) -> Result<PreparedWrite, SystemError> {
+        let prepared = self.prepare_write(resource, dir, value)?;
+        if !prepared.unchanged {
+            self.apply(&prepared)?;
+        }
+        Ok(prepared)
+    }
+}
+
+fn unsupported(resource: CgroupResource, why: &str) -> SystemError {
+    SystemError::Unsupported {
+        resource: resource.name(),
+        path: why.to_owned(),
+    }
+}
+
+/// Poisoning only means another thread panicked mid-update of a cache; the cache is still a
+/// valid map, so keep using it.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,441 @@
+//! Kubernetes cgroup directories: QoS level, pod level and container level, for the cgroupfs
+//! and the systemd driver.
+//!
+//! | level | cgroupfs | systemd |
+//! |---|---|---|
+//! | kubepods | `kubepods` | `kubepods.slice` |
+//! | Burstable | `kubepods/burstable` | `kubepods.slice/kubepods-burstable.slice` |
+//! | BestEffort | `kubepods/besteffort` | `kubepods.slice/kubepods-besteffort.slice` |
+//! | Guaranteed | `kubepods` | `kubepods.slice` |
+//! | pod | `<qos>/pod<uid>` | `<qos>/kubepods[-<qos>]-pod<uid with - as _>.slice` |
+//! | container | `<pod>/<id>` | `<pod>/cri-containerd-<id>.scope`, `docker-<id>.scope`, `crio-<id>.scope` |
+//!
+//! Everything is relative to the cgroup root (and, on v1, to the controller directory), below
+//! an optional parent (kubelet's `--cgroup-root`). UIDs and IDs are validated so a hostile pod
+//! can never make a path leave the tree.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::{CgroupDir, CgroupLayout, Subsystem, SystemError};
+
+/// The kubelet's cgroup driver: it decides the directory names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CgroupDriver {
+    /// Plain directories (`kubepods/burstable/pod<uid>/<id>`).
+    Cgroupfs,
+    /// systemd slices and scopes.
+    Systemd,
+}
+
+impl CgroupDriver {
+    /// Looks for the kubepods directory below `parent` in the cpu hierarchy (the root on v2):
+    /// `kubepods.slice` means systemd, `kubepods` cgroupfs. `None` when neither exists yet (no
+    /// pod ever started); the caller then uses its flag or asks the kubelet.
+    pub fn detect(cgroup_root: &Path, layout: &CgroupLayout, parent: &Path) -> Option<CgroupDriver> {
+        let base = cgroup_root
+            .join(layout.subsystem_dir(Subsystem::Cpu)?)
+            .join(parent);
+        if base.join("kubepods.slice").is_dir() {
+            Some(CgroupDriver::Systemd)
+        } else if base.join("kubepods").is_dir() {
+            Some(CgroupDriver::Cgroupfs)
+        } else {
+            None
+        }
+    }
+
+    /// Parses the `--cgroup-driver` flag value.
+    pub fn parse(text: &str) -> Option<CgroupDriver> {
+        match text {
+            "cgroupfs" => Some(CgroupDriver::Cgroupfs),
+            "systemd" => Some(CgroupDriver::Systemd),
+            _ => None,
+        }
+    }
+}
+
+/// The Kubernetes QoS class (not Koordinator's LS/BE): it decides the pod's parent directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KubeQosClass {
+    /// Requests equal limits for every resource: directly under kubepods.
+    Guaranteed,
+    /// Some requests.
+    Burstable,
+    /// No requests or limits; Koordinator's BE pods are usually here.
+    BestEffort,
+}
+
+impl KubeQosClass {
+    /// All three classes, for sweeps.
+    pub const ALL: [KubeQosClass; 3] = [
+        KubeQosClass::Guaranteed,
+        KubeQosClass::Burstable,
+        KubeQosClass::BestEffort,
+    ];
+
+    /// Parses `status.qosClass`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "Guaranteed" => Some(Self::Guaranteed),
+            "Burstable" => Some(Self::Burstable),
+            "BestEffort" => Some(Self::BestEffort),
+            _ => None,
+        }
+    }
+
+    fn dir_word(self) -> Option<&'static str> {
+        match self {
+            Self::Guaranteed => None,
+            Self::Burstable => Some("burstable"),
+            Self::BestEffort => Some("besteffort"),
+        }
+    }
+}
+
+/// A pod UID that is safe in a path (letters, digits, `-`, `_`; 1..=128 chars).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodUid(String);
+
+impl PodUid {
+    /// Validates a pod UID (`metadata.uid`, or a static pod's hash).
+    pub fn new(uid: &str) -> Result<Self, SystemError> {
+        check_name("pod uid", uid, |c| {
+            c.is_ascii_alphanumeric() || c == '-' || c == '_'
+        })?;
+        Ok(Self(uid.to_owned()))
+    }
+
+    /// The UID as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PodUid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The container runtime named in a container status's `containerID`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerRuntime {
+    /// `containerd://`
+    Containerd,
+    /// `docker://`
+    Docker,
+    /// `cri-o://`
+    CriO,
+    /// `pouch://`
+    Pouch,
+}
+
+impl ContainerRuntime {
+    fn scheme(self) -> &'static str {
+        match self {
+            Self::Containerd => "containerd",
+            Self::Docker => "docker",
+            Self::CriO => "cri-o",
+            Self::Pouch => "pouch",
+        }
+    }
+
+    fn systemd_scope_prefix(self) -> &'static str {
+        match self {
+            Self::Containerd => "cri-containerd",
+            Self::Docker => "docker",
+            Self::CriO => "crio",
+            Self::Pouch => "pouch",
+        }
+    }
+}
+
+/// A container ID as Kubernetes reports it: `<runtime>://<id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContainerId {
+    /// The runtime that owns the container.
+    pub runtime: ContainerRuntime,
+    id: String,
+}
+
+impl ContainerId {
+    /// Parses `containerd://<id>`, `docker://<id>`, `cri-o://<id>` or `pouch://<id>`; the id
+    /// must be letters and digits (runtimes use 64 hex digits).
+    pub fn parse(text: &str) -> Result<Self, SystemError> {
+        let bad = |reason| SystemError::InvalidName {
+            what: "container id",
+            value: truncate(text),
+            reason,
+        };
+        let (scheme, id) = text
+            .split_once("://")
+            .ok_or_else(|| bad("expected <runtime>://<id>"))?;
+        let runtime = [
+            ContainerRuntime::Containerd,
+            ContainerRuntime::Docker,
+            ContainerRuntime::CriO,
+            ContainerRuntime::Pouch,
+        ]
+        .into_iter()
+        .find(|r| r.scheme() == scheme)
+        .ok_or_else(|| bad("unknown runtime (containerd, docker, cri-o, pouch)"))?;
+        check_name("container id", id, |c| c.is_ascii_alphanumeric())?;
+        Ok(Self {
+            runtime,
+            id: id.to_owned(),
+        })
+    }
+
+    /// The bare id (the part after `://`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl fmt::Display for ContainerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.runtime.scheme(), self.id)
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
+fn check_name(what: &'static str, value: &str, allowed: impl Fn(char) -> bool) -> Result<(), SystemError> {
+    let reason = if value.is_empty() {
+        Some("empty")
+    } else if value.len() > 128 {
+        Some("longer than 128 characters")
+    } else if !value.chars().all(allowed) {
+        Some("contains characters not allowed in a cgroup name")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(SystemError::InvalidName {
+            what,
+            value: truncate(value),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Builds the cgroup directories the kubelet creates, for one driver and parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeCgroupPaths {
+    /// The kubelet's driver.
+    pub driver: CgroupDriver,
+    /// kubelet's `--cgroup-root` below the cgroup root (empty: the root itself). Tests put their
+    /// whole kubepods tree below a unique directory this way.
+    pub parent: PathBuf,
+}
+
+impl KubeCgroupPaths {
+    /// Paths for `driver` directly below the cgroup root.
+    pub fn new(driver: CgroupDriver) -> Self {
+        Self {
+            driver,
+            parent: PathBuf::new(),
+        }
+    }
+
+    /// Paths for `driver` below `parent` (must be a safe relative path).
+    pub fn with_parent(driver: CgroupDriver, parent: &Path) -> Result<Self, SystemError> {
+        let parent = CgroupDir::new(parent)?;
+        Ok(Self {
+            driver,
+            parent: parent.as_path().to_path_buf(),
+        })
+    }
+
+    /// The kubepods directory (Guaranteed pods live directly in it).
+    pub fn kubepods_dir(&self) -> CgroupDir {
+        let name = match self.driver {
+            CgroupDriver::Cgroupfs => "kubepods",
+            CgroupDriver::Systemd => "kubepods.slice",
+        };
+        CgroupDir::trusted(self.parent.join(name))
+    }
+
+    /// The QoS-level directory for `qos`.
+    pub fn qos_dir(&self, qos: KubeQosClass) -> CgroupDir {
+        let base = self.kubepods_dir();
+        match (qos.dir_word(), self.driver) {
+            (None, _) => base,
+            (Some(word), CgroupDriver::Cgroupfs) => base.join_trusted(word),
+            (Some(word), CgroupDriver::Systemd) => base.join_trusted(&format!("kubepods-{word}.slice")),
+        }
+    }
+
+    /// The pod directory.
+    pub fn pod_dir(&self, qos: KubeQosClass, uid: &PodUid) -> CgroupDir {
+        let name = match (self.driver, qos.dir_word()) {
+            (CgroupDriver::Cgroupfs, _) => format!("pod{uid}"),
+            (CgroupDriver::Systemd, None) => format!("kubepods-pod{}.slice", uid.as_str().replace('-', "_")),
+            (CgroupDriver::Systemd, Some(word)) => {
+                format!("kubepods-{word}-pod{}.slice", uid.as_str().replace('-', "_"))
+            }
+        };
+        self.qos_dir(qos).join_trusted(&name)
+    }
+
+    /// The container directory.
+    pub fn container_dir(&self, qos: KubeQosClass, uid: &PodUid, container: &ContainerId) -> CgroupDir {
+        let name = match self.driver {
+            CgroupDriver::Cgroupfs => container.id().to_owned(),
+            CgroupDriver::Systemd => format!(
+                "{}-{}.scope",
+                container.runtime.systemd_scope_prefix(),
+                container.id()
+            ),
+        };
+        self.pod_dir(qos, uid).join_trusted(&name)
+    }
+
+    /// The pod UID a pod directory name stands for (`pod<uid>` or `...-pod<uid_>.slice`), for
+    /// sweeping directories of pods that no longer exist.
+    pub fn pod_uid_from_dir_name(&self, name: &str) -> Option<PodUid> {
+        let uid = match self.driver {
+            CgroupDriver::Cgroupfs => name.strip_prefix("pod")?.to_owned(),
+            CgroupDriver::Systemd => {
+                let stem = name.strip_suffix(".slice")?;
+                let (_, uid) = stem.rsplit_once("-pod")?;
+                uid.replace('_', "-")
+            }
+        };
+        PodUid::new(&uid).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UID: &str = "6f1e3a2b-1111-2222-3333-444455556666";
+
+    #[test]
+    fn every_qos_class_at_every_level_for_both_drivers() {
+        let uid = PodUid::new(UID).unwrap();
+        let cid = ContainerId::parse("containerd://abc123").unwrap();
+        let cases = [
+            (
+                CgroupDriver::Cgroupfs,
+                KubeQosClass::Guaranteed,
+                "kubepods",
+                "kubepods/pod6f1e3a2b-1111-2222-3333-444455556666",
+                "abc123",
+            ),
+            (
+                CgroupDriver::Cgroupfs,
+                KubeQosClass::Burstable,
+                "kubepods/burstable",
+                "kubepods/burstable/pod6f1e3a2b-1111-2222-3333-444455556666",
+                "abc123",
+            ),
+            (
+                CgroupDriver::Cgroupfs,
+                KubeQosClass::BestEffort,
+                "kubepods/besteffort",
+                "kubepods/besteffort/pod6f1e3a2b-1111-2222-3333-444455556666",
+                "abc123",
+            ),
+            (
+                CgroupDriver::Systemd,
+                KubeQosClass::Guaranteed,
+                "kubepods.slice",
+                "kubepods.slice/kubepods-pod6f1e3a2b_1111_2222_3333_444455556666.slice",
+                "cri-containerd-abc123.scope",
+            ),
+            (
+                CgroupDriver::Systemd,
+                KubeQosClass::Burstable,
+                "kubepods.slice/kubepods-burstable.slice",
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6f1e3a2b_1111_2222_3333_444455556666.slice",
+                "cri-containerd-abc123.scope",
+            ),
+            (
+                CgroupDriver::Systemd,
+                KubeQosClass::BestEffort,
+                "kubepods.slice/kubepods-besteffort.slice",
+                "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod6f1e3a2b_1111_2222_3333_444455556666.slice",
+                "cri-containerd-abc123.scope",
+            ),
+        ];
+        for (driver, qos, qos_dir, pod_dir, container) in cases {
+            let paths = KubeCgroupPaths::new(driver);
+            assert_eq!(
+                paths.qos_dir(qos).as_path(),
+                Path::new(qos_dir),
+                "{driver:?} {qos:?}"
+            );
+            assert_eq!(
+                paths.pod_dir(qos, &uid).as_path(),
+                Path::new(pod_dir),
+                "{driver:?} {qos:?}"
+            );
+            assert_eq!(
+                paths.container_dir(qos, &uid, &cid).as_path(),
+                Path::new(pod_dir).join(container)
+            );
+            let pod_name = Path::new(pod_dir).file_name().unwrap().to_str().unwrap();
+            assert_eq!(paths.pod_uid_from_dir_name(pod_name), Some(uid.clone()));
+        }
+    }
+
+    #[test]
+    fn runtimes_and_parent() {
+        let uid = PodUid::new("u1").unwrap();
+        let systemd = KubeCgroupPaths::with_parent(CgroupDriver::Systemd, Path::new("koord-test-1")).unwrap();
+        for (id, scope) in [
+            ("docker://d1", "docker-d1.scope"),
+            ("cri-o://c1", "crio-c1.scope"),
+            ("containerd://e1", "cri-containerd-e1.scope"),
+        ] {
+            let dir = systemd.container_dir(KubeQosClass::BestEffort, &uid, &ContainerId::parse(id).unwrap());
+            assert!(dir.as_path().starts_with("koord-test-1/kubepods.slice"));
+            assert!(dir.as_path().ends_with(scope), "{id}");
+        }
+        assert_eq!(
+            ContainerId::parse("docker://d1").unwrap().to_string(),
+            "docker://d1"
+        );
+    }
+
+    #[test]
+    fn hostile_names_are_refused() {
+        for bad in ["", "../x", "a/b", "x y", &"a".repeat(129)] {
+            assert!(PodUid::new(bad).is_err(), "{bad:?}");
+        }
+        for bad in [
+            "abc",
+            "containerd://",
+            "containerd://../..",
+            "rkt://abc",
+            "docker://a-b",
+        ] {
+            assert!(ContainerId::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new("../etc")).is_err());
+        assert!(KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new("/etc")).is_err());
+    }
+
+    #[test]
+    fn driver_detection_looks_below_the_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = CgroupLayout::v1();
+        assert_eq!(CgroupDriver::detect(dir.path(), &layout, Path::new("")), None);
+        std::fs::create_dir_all(dir.path().join("cpu/kubepods/burstable")).unwrap();
+        assert_eq!(
+            CgroupDriver::detect(dir.path(), &layout, Path::new("")),
+            Some(CgroupDriver::Cgroupfs)
+        );
+        std::fs::create_dir_all(dir.path().join("kubepods.slice")).unwrap();
+        assert_eq!(
+            CgroupDriver::detect(dir.path(), &CgroupLayout::v2(), Path::new("")),
+            Some(CgroupDriver::Systemd)
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! Tier 3: the system layer and the executor on this machine's kernel. Creates
+//! `/sys/fs/cgroup/<controller>/koord-test-<unique>/kubepods/...`, removes it on drop (also on
+//! panic), and prints `skipped: <reason>` and passes where that is not possible.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use koordlet::executor::{CgroupWrite, Executor, ExecutorConfig};
+use koordlet::system::{
+    CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, ContainerId,
+    KubeCgroupPaths, KubeQosClass, PodUid, Subsystem, SystemRoots,
+};
+
+/// Removes the created directories, deepest first.
+struct CgroupTreeGuard {
+    dirs: Vec<PathBuf>,
+}
+
+impl Drop for CgroupTreeGuard {
+    fn drop(&mut self) {
+        for dir in self.dirs.iter().rev() {
+            if let Err(e) = std::fs::remove_dir(dir) {
+                eprintln!("cleanup of {} failed: {e}", dir.display());
+            }
+        }
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Detects the host, or says why the test cannot run.
+fn host() -> Result<Cgroups, String> {
+    if !is_root() {
+        return Err("not root".into());
+    }
+    let cgroups = Cgroups::detect(&SystemRoots::default()).map_err(|e| format!("no cgroup layout: {e}"))?;
+    if cgroups.version() != CgroupVersion::V1 {
+        return Err("this test builds a v1 tree; the host runs cgroup v2".into());
+    }
+    for sub in [Subsystem::Cpu, Subsystem::CpuAcct, Subsystem::Memory] {
+        if cgroups.layout().subsystem_dir(sub).is_none() {
+            return Err(format!("{} controller not mounted", sub.name()));
+        }
+    }
+    Ok(cgroups)
+}
+
+/// Creates `rel` (and its parents below the test root) in every hierarchy koordlet uses.
+fn create(cgroups: &Cgroups, guard: &mut CgroupTreeGuard, rel: &Path) {
+    for sub in [Subsystem::Cpu, Subsystem::CpuAcct, Subsystem::Memory] {
+        let base = cgroups.root().join(cgroups.layout().subsystem_dir(sub).unwrap());
+        let mut path = base.clone();
+        for part in rel.components() {
+            path.push(part);
+            if !path.exists() {
+                std::fs::create_dir(&path).unwrap();
+                guard.dirs.push(path.clone());
+            }
+        }
+    }
+}
+
+#[test]
+fn detection_paths_and_executor_on_the_real_kernel() {
+    let cgroups = match host() {
+        Ok(c) => c,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let parent = PathBuf::from(format!("koord-test-{}-{nanos}", std::process::id()));
+    let mut guard = CgroupTreeGuard { dirs: Vec::new() };
+
+    let paths = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, &parent).unwrap();
+    let uid = PodUid::new("0a1b2c3d-0000-1111-2222-333344445555").unwrap();
+    let cid = ContainerId::parse("containerd://feedface0123").unwrap();
+    let pod = paths.pod_dir(KubeQosClass::BestEffort, &uid);
+    let container = paths.container_dir(KubeQosClass::BestEffort, &uid, &cid);
+    create(&cgroups, &mut guard, container.as_path());
+
+    // Detection on this machine: v1 (hybrid counts as v1) and, below our parent, cgroupfs.
+    assert_eq!(cgroups.version(), CgroupVersion::V1);
+    assert_eq!(
+        CgroupDriver::detect(cgroups.root(), cgroups.layout(), &parent),
+        Some(CgroupDriver::Cgroupfs)
+    );
+    assert_eq!(
+        cgroups.file_path(R::CpuCfsQuota, &pod).unwrap(),
+        Path::new("/sys/fs/cgroup")
+            .join(cgroups.layout().subsystem_dir(Subsystem::Cpu).unwrap())
+            .join(&parent)
+            .join("kubepods/besteffort")
+            .join(format!("pod{uid}"))
+            .join("cpu.cfs_quota_us")
+    );
+
+    let cgroups = Arc::new(cgroups);
+    let mut exec = Executor::new(cgroups.clone(), ExecutorConfig::default());
+    let w = |dir: &CgroupDir, resource, value| CgroupWrite {
+        cgroup: dir.clone(),
+        resource,
+        value: CgroupValue::Int(value),
+        strategy: "real_kernel_test".into(),
+    };
+    let t0 = Instant::now();
+
+    // Tightening from "no limit": the kernel refuses a child quota above its parent's, so the
+    // container must go first; the executor orders it.
+    let report = exec.apply(
+        vec![
+            w(&pod, R::CpuCfsQuota, 50_000),
+            w(&pod, R::CpuCfsPeriod, 100_000),
+            w(&container, R::CpuCfsQuota, 20_000),
+            w(&pod, R::MemoryLimit, 256 << 20),
+        ],
+        t0,
+    );
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(
+        cgroups.read(R::CpuCfsQuota, &pod).unwrap(),
+        CgroupValue::Int(50_000)
+    );
+    assert_eq!(
+        cgroups.read(R::CpuCfsQuota, &container).unwrap(),
+        CgroupValue::Int(20_000)
+    );
+    assert_eq!(
+        cgroups.read(R::CpuCfsPeriod, &pod).unwrap(),
+        CgroupValue::Int(100_000)
+    );
+    assert_eq!(
+        cgroups.read(R::MemoryLimit, &pod).unwrap(),
+        CgroupValue::Int(256 << 20)
+    );
+    let raw = std::fs::read_to_string(cgroups.file_path(R::CpuCfsQuota, &pod).unwrap()).unwrap();
+    assert_eq!(raw.trim(), "50000");
+
+    // Loosening back to "no limit": parents first.
+    let report = exec.apply(
+        vec![
+            w(&container, R::CpuCfsQuota, -1),
+            w(&pod, R::CpuCfsQuota, -1),
+            w(&pod, R::MemoryLimit, -1),
+        ],
+        t0 + Duration::from_secs(1),
+    );
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(cgroups.read(R::CpuCfsQuota, &pod).unwrap(), CgroupValue::Int(-1));
+    assert_eq!(cgroups.read(R::MemoryLimit, &pod).unwrap(), CgroupValue::Int(-1));
+
+    // Burst, where the kernel has it: lowering the quota below the burst needs the clamp.
+    if cgroups.is_supported(R::CpuCfsBurst, &pod).unwrap() {
+        let report = exec.apply(
+            vec![w(&pod, R::CpuCfsQuota, 80_000), w(&pod, R::CpuCfsBurst, 60_000)],
+            t0 + Duration::from_secs(2),
+        );
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        let report = exec.apply(vec![w(&pod, R::CpuCfsQuota, 30_000)], t0 + Duration::from_secs(3));
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(
+            cgroups.read(R::CpuCfsBurst, &pod).unwrap(),
+            CgroupValue::Int(30_000)
+        );
+        assert_eq!(
+            cgroups.read(R::CpuCfsQuota, &pod).unwrap(),
+            CgroupValue::Int(30_000)
+        );
+    } else {
+        println!("skipped: cpu.cfs_burst_us not supported by this kernel (burst part only)");
+    }
+
+    // Shares at both ends of the domain.
+    for shares in [2, 262_144] {
+        let report = exec.apply(vec![w(&pod, R::CpuShares, shares)], t0 + Duration::from_secs(10));
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(
+            cgroups.read(R::CpuShares, &pod).unwrap(),
+            CgroupValue::Int(shares)
+        );
+    }
+
+    // The kernel's own counters parse.
+    cgroups.cpu_usage_ns(&pod).unwrap();
+    cgroups.cpu_throttling(&pod).unwrap();
+    cgroups.memory_stat(&pod).unwrap();
+    drop(guard);
+    assert!(
+        !cgroups.root().join("cpu").join(&parent).exists(),
+        "test tree removed"
+    );
+}
