@@ -8,7 +8,9 @@
 //! - [`executor`]: applies plans of cgroup writes safely (validated, ordered, skip-if-equal,
 //!   audited, dry-run).
 //! - [`metrics`]: bounded in-memory metric storage with window queries.
+//! - [`qos`]: the QoS strategies' pure decisions (suppress, burst, eviction).
 
 pub mod executor;
 pub mod metrics;
+pub mod qos;
 pub mod system;

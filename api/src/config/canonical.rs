@@ -115,8 +115,36 @@ impl<'a> Walker<'a> {
         })
     }
 
+    /// Whether `schema` is (an Option of) a Kubernetes Quantity.
+    fn is_quantity(&self, schema: &'a Value, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        if schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .is_some_and(|r| r.ends_with("api.resource.Quantity"))
+        {
+            return true;
+        }
+        let schema = self.resolve(schema);
+        ["allOf", "anyOf", "oneOf"].iter().any(|c| {
+            schema
+                .get(*c)
+                .and_then(Value::as_array)
+                .is_some_and(|subs| subs.iter().any(|s| self.is_quantity(s, depth + 1)))
+        })
+    }
+
     fn walk(&mut self, schema: &'a Value, value: &mut Value, path: &mut String, depth: usize) {
         if depth > MAX_DEPTH {
+            return;
+        }
+        // Go's Quantity also accepts a bare JSON number (`"totalNetworkBandwidth": 0`).
+        if let Value::Number(n) = value
+            && self.is_quantity(schema, 0)
+        {
+            *value = Value::String(n.to_string());
             return;
         }
         match value {
@@ -238,6 +266,17 @@ mod tests {
         let paths: Vec<&str> = w.iter().map(|w| w.path.as_str()).collect();
         assert_eq!(paths, vec!["clusterStrategy.bogus", "nodeStrategies[0].x"]);
         assert!(w.iter().all(|w| w.kind == WarningKind::UnknownField));
+    }
+
+    #[test]
+    fn bare_numbers_become_quantities() {
+        let mut v = json!({"clusterStrategy": {"totalNetworkBandwidth": 1000, "watermarkScaleFactor": 150}});
+        let w = canonicalize::<crate::config::types::SystemCfg>(&mut v, "system-config", "");
+        assert!(w.is_empty());
+        assert_eq!(
+            v,
+            json!({"clusterStrategy": {"totalNetworkBandwidth": "1000", "watermarkScaleFactor": 150}})
+        );
     }
 
     #[test]

@@ -75,6 +75,17 @@ pub enum Rule {
     /// A node entry without any selector requirement.
     #[error("must not be empty: set matchLabels or matchExpressions")]
     EmptySelector,
+    /// A node entry without a name while names are required (`--node-strategy-name-need-check`).
+    #[error("must be set: node entries need a unique name")]
+    NameMissing,
+    /// Two node entries with the same name.
+    #[error("{name:?} is already the name of entry {first}")]
+    NameDuplicate {
+        /// The repeated name.
+        name: String,
+        /// Index of the first entry with that name.
+        first: usize,
+    },
     /// A Kubernetes quantity that does not parse or is negative.
     #[error("{value:?} is not a valid non-negative quantity")]
     InvalidQuantity {

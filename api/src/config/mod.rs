@@ -25,7 +25,9 @@
 //! `cpuBurstStrategy` (seed 000); nested fields overlay inline ones. Its top-level
 //! `podStrategies` belong to the cluster layer, so a node entry may replace the list.
 
+mod admission;
 mod canonical;
+mod check;
 pub mod colocation;
 pub mod error;
 mod layer;
@@ -39,6 +41,10 @@ mod validate_qos;
 
 use std::fmt;
 
+pub use admission::{
+    node_entry_name_errors, node_entry_problems, validate_colocation_strategy, validate_cpu_burst_config,
+    validate_node_slo_spec,
+};
 pub use colocation::{CalculatePolicy, ColocationCfg, ColocationStrategy, MetricAggregatePolicy};
 pub use error::{ConfigError, ConfigWarning, KeyError, Rule, WarningKind};
 pub use layer::{Layered, NodeEntry};
@@ -48,9 +54,6 @@ pub use pod_burst::{BurstSource, PodBurstDecision, resolve_pod_burst};
 pub use types::{
     CpuBurstCfg, CpuNormalizationStrategy, HostApplicationCfg, ModelRatioCfg, ResourceAmplificationStrategy,
     ResourceQosCfg, ResourceThresholdCfg, SystemCfg,
-};
-pub use validate::{
-    node_entry_problems, validate_colocation_strategy, validate_cpu_burst_config, validate_node_slo_spec,
 };
 
 use crate::names;

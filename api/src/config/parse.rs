@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::ConfigKey;
 use super::canonical::canonicalize;
+use super::check::{self, Check};
 use super::colocation::{ColocationCfg, ColocationStrategy};
 use super::error::{ConfigError, ConfigWarning, KeyError, Rule, WarningKind};
 use super::layer::{Layered, NodeEntry, Shape, layer};
@@ -21,7 +22,7 @@ use super::types::{
     CpuBurstCfg, CpuNormalizationCfg, CpuNormalizationStrategy, HostApplicationCfg, ResourceAmplificationCfg,
     ResourceAmplificationStrategy, ResourceQosCfg, ResourceThresholdCfg, SystemCfg,
 };
-use super::validate::{self, Check};
+use super::validate;
 use super::validate_qos;
 use crate::nodeslo::{
     CpuBurstPolicy, CpuBurstStrategy, CpuEvictPolicy, CpuSuppressPolicy, HostApplicationSpec,
@@ -267,7 +268,7 @@ where
     let mut warnings = Vec::new();
     let result = read_key::<C>(key, raw, &mut warnings).and_then(|(root, typed)| {
         let l = layer(key, &default, &root, shape)?;
-        let errors = validate::layered(key, &l, |s, c, is_cluster| rules(s, c, is_cluster, &typed));
+        let errors = check::layered(key, &l, |s, c, is_cluster| rules(s, c, is_cluster, &typed));
         if errors.is_empty() { Ok(l) } else { Err(errors) }
     });
     finish(key, true, result, warnings)
@@ -291,7 +292,7 @@ fn host_applications(data: &BTreeMap<String, String>) -> KeyParse<Vec<HostApplic
                 })
                 .collect(),
         };
-        let errors = validate::layered(key, &l, |apps, c, is_cluster| {
+        let errors = check::layered(key, &l, |apps, c, is_cluster| {
             let mut c = if is_cluster {
                 c.sub("")
             } else {

@@ -2,102 +2,15 @@
 //! cluster strategy, on every merged node entry and on every pod strategy, so what passes is
 //! what nodes will really get. Rules are upstream's `validate` tags unless a comment says why.
 
-use super::ConfigKey;
+pub(crate) use super::check::Check;
 use super::colocation::{CalculatePolicy, ColocationStrategy};
-use super::error::{ConfigError, Rule};
-use super::layer::Layered;
+use super::error::Rule;
 use super::syntax::{go_duration_seconds, is_non_negative_quantity};
 use super::types::{CpuNormalizationStrategy, ResourceAmplificationStrategy};
 use crate::nodeslo::{
-    CpuBurstConfig, CpuBurstStrategy, HostApplicationSpec, NodeSLOSpec, ResourceThresholdStrategy,
-    SystemStrategy,
+    CpuBurstConfig, CpuBurstStrategy, HostApplicationSpec, ResourceThresholdStrategy, SystemStrategy,
 };
-use crate::selector::{Selector, SelectorOverlap, find_overlaps, is_empty_selector};
-
-/// Collects errors under a path prefix.
-pub(crate) struct Check<'a> {
-    pub(crate) key: ConfigKey,
-    pub(crate) base: String,
-    pub(crate) errors: &'a mut Vec<ConfigError>,
-}
-
-impl Check<'_> {
-    pub(crate) fn path(&self, field: &str) -> String {
-        match (self.base.is_empty(), field.is_empty()) {
-            (true, _) => field.to_owned(),
-            (false, true) => self.base.clone(),
-            (false, false) if field.starts_with('[') => format!("{}{field}", self.base),
-            (false, false) => format!("{}.{field}", self.base),
-        }
-    }
-
-    pub(crate) fn push(&mut self, field: &str, rule: Rule) {
-        let path = self.path(field);
-        self.errors.push(ConfigError::new(self.key, path, rule));
-    }
-
-    pub(crate) fn sub(&mut self, field: &str) -> Check<'_> {
-        Check {
-            key: self.key,
-            base: self.path(field),
-            errors: self.errors,
-        }
-    }
-
-    /// `min <= v <= max` for whichever bounds are given.
-    pub(crate) fn range(&mut self, field: &str, v: Option<i64>, min: Option<i64>, max: Option<i64>) {
-        let Some(value) = v else { return };
-        if let Some(min) = min.filter(|m| value < *m) {
-            self.push(field, Rule::Below { value, min });
-        } else if let Some(max) = max.filter(|m| value > *m) {
-            self.push(field, Rule::Above { value, max });
-        }
-    }
-
-    /// `lower < upper`; with `both_or_neither`, one without the other is an error too.
-    pub(crate) fn pair(
-        &mut self,
-        (lower_f, lower): (&'static str, Option<i64>),
-        (upper_f, upper): (&'static str, Option<i64>),
-        both_or_neither: bool,
-    ) {
-        match (lower, upper) {
-            (Some(l), Some(u)) if l >= u => self.push(
-                lower_f,
-                Rule::NotBelow {
-                    value: l,
-                    other: upper_f,
-                    other_value: u,
-                },
-            ),
-            (Some(_), None) if both_or_neither => self.push(lower_f, Rule::PairIncomplete { other: upper_f }),
-            (None, Some(_)) if both_or_neither => self.push(upper_f, Rule::PairIncomplete { other: lower_f }),
-            _ => {}
-        }
-    }
-
-    fn one_of(&mut self, field: &str, v: Option<&str>, allowed: &'static str) {
-        if let Some(v) = v
-            && !allowed.split(", ").any(|a| a == v)
-        {
-            self.push(
-                field,
-                Rule::NotOneOf {
-                    value: v.to_owned(),
-                    allowed,
-                },
-            );
-        }
-    }
-
-    fn float_range(&mut self, field: &str, v: Option<f64>, ok: impl Fn(f64) -> bool, range: &'static str) {
-        if let Some(value) = v
-            && !(value.is_finite() && ok(value))
-        {
-            self.push(field, Rule::OutOfRange { value, range });
-        }
-    }
-}
+use crate::selector::Selector;
 
 const PCT: (Option<i64>, Option<i64>) = (Some(0), Some(100));
 
@@ -245,92 +158,6 @@ pub(crate) fn burst(s: &CpuBurstStrategy, c: &mut Check<'_>, pods_base: Option<&
             burst_config(cfg, &mut pc.sub("cpuBurstConfig"));
         }
     }
-}
-
-/// Validates a pod's burst config (e.g. from the `koordinator.sh/cpuBurst` annotation).
-pub fn validate_cpu_burst_config(cfg: &CpuBurstConfig) -> Vec<ConfigError> {
-    let mut errors = Vec::new();
-    burst_config(
-        cfg,
-        &mut Check {
-            key: ConfigKey::CpuBurst,
-            base: String::new(),
-            errors: &mut errors,
-        },
-    );
-    errors
-}
-
-/// Validates a NodeSLO spec with the ConfigMap rules of each part (koordlet may check what it
-/// receives; tests check that merging never leaves the valid range). Paths start at the part.
-pub fn validate_node_slo_spec(spec: &NodeSLOSpec) -> Vec<ConfigError> {
-    let mut errors = Vec::new();
-    if let Some(s) = &spec.resource_used_threshold_with_be {
-        threshold(
-            s,
-            &mut Check {
-                key: ConfigKey::ResourceThreshold,
-                base: "resourceUsedThresholdWithBE".to_owned(),
-                errors: &mut errors,
-            },
-        );
-    }
-    if let Some(s) = &spec.resource_qos_strategy {
-        super::validate_qos::resource_qos(
-            s,
-            &mut Check {
-                key: ConfigKey::ResourceQos,
-                base: "resourceQOSStrategy".to_owned(),
-                errors: &mut errors,
-            },
-        );
-    }
-    if let Some(s) = &spec.cpu_burst_strategy {
-        burst(
-            s,
-            &mut Check {
-                key: ConfigKey::CpuBurst,
-                base: "cpuBurstStrategy".to_owned(),
-                errors: &mut errors,
-            },
-            None,
-        );
-    }
-    if let Some(s) = &spec.system_strategy {
-        system(
-            s,
-            &mut Check {
-                key: ConfigKey::System,
-                base: "systemStrategy".to_owned(),
-                errors: &mut errors,
-            },
-        );
-    }
-    if let Some(apps) = &spec.host_applications {
-        host_applications(
-            apps,
-            &mut Check {
-                key: ConfigKey::HostApplication,
-                base: "hostApplications".to_owned(),
-                errors: &mut errors,
-            },
-        );
-    }
-    errors
-}
-
-/// Validates one colocation strategy (e.g. a node's effective one) with the ConfigMap rules.
-pub fn validate_colocation_strategy(s: &ColocationStrategy) -> Vec<ConfigError> {
-    let mut errors = Vec::new();
-    colocation(
-        s,
-        &mut Check {
-            key: ConfigKey::Colocation,
-            base: String::new(),
-            errors: &mut errors,
-        },
-    );
-    errors
 }
 
 /// Rules of `system-config`.
@@ -512,77 +339,4 @@ pub(crate) fn host_applications(apps: &[HostApplicationSpec], c: &mut Check<'_>)
             "koord-prod, koord-mid, koord-batch, koord-free",
         );
     }
-}
-
-/// Validates the cluster strategy and each node entry; node-entry errors that merely repeat
-/// an error of the cluster strategy (inherited values) are not reported twice. Node selectors
-/// that do not parse are errors.
-pub(crate) fn layered<S>(
-    key: ConfigKey,
-    l: &Layered<S>,
-    mut rules: impl FnMut(&S, &mut Check<'_>, bool),
-) -> Vec<ConfigError> {
-    let mut cluster_errors = Vec::new();
-    rules(
-        &l.cluster,
-        &mut Check {
-            key,
-            base: key.cluster_path().to_owned(),
-            errors: &mut cluster_errors,
-        },
-        true,
-    );
-    let strip = |path: &str, base: &str| -> String {
-        path.strip_prefix(base)
-            .unwrap_or(path)
-            .trim_start_matches('.')
-            .to_owned()
-    };
-    let seen: Vec<(String, Rule)> = cluster_errors
-        .iter()
-        .map(|e| (strip(&e.path, key.cluster_path()), e.rule.clone()))
-        .collect();
-    let mut errors = cluster_errors;
-    for entry in &l.nodes {
-        let base = format!("{}[{}]", key.nodes_field(), entry.index);
-        if let Some(sel) = &entry.node_selector
-            && let Err(e) = Selector::parse(sel)
-        {
-            errors.push(ConfigError::new(
-                key,
-                format!("{base}.nodeSelector"),
-                Rule::InvalidSelector(e.to_string()),
-            ));
-        }
-        let mut node_errors = Vec::new();
-        rules(
-            &entry.strategy,
-            &mut Check {
-                key,
-                base: base.clone(),
-                errors: &mut node_errors,
-            },
-            false,
-        );
-        errors.extend(
-            node_errors
-                .into_iter()
-                .filter(|e| !seen.contains(&(strip(&e.path, &base), e.rule.clone()))),
-        );
-    }
-    errors
-}
-
-/// Problems of node entries that only the admission webhook rejects (the manager tolerates
-/// them with upstream's semantics): an entry without a selector or with an empty one, and
-/// entries whose selectors can select the same node (the later one would be shadowed).
-pub fn node_entry_problems<S>(key: ConfigKey, l: &Layered<S>) -> (Vec<ConfigError>, Vec<SelectorOverlap>) {
-    let mut errors = Vec::new();
-    for entry in &l.nodes {
-        if entry.node_selector.as_ref().is_none_or(is_empty_selector) {
-            let path = format!("{}[{}].nodeSelector", key.nodes_field(), entry.index);
-            errors.push(ConfigError::new(key, path, Rule::EmptySelector));
-        }
-    }
-    (errors, find_overlaps(&l.selectors()))
 }

@@ -4,6 +4,7 @@ mod defaults;
 mod merge;
 mod pod_burst;
 mod proptests;
+mod roundtrip;
 mod seeds;
 mod validation;
 

@@ -1,6 +1,6 @@
 //! Every validation rule on both sides of its boundary, with the exact message.
 
-use koord_api::config::{ConfigKey, SloConfig, node_entry_problems};
+use koord_api::config::{ConfigKey, SloConfig, node_entry_name_errors, node_entry_problems};
 use pretty_assertions::assert_eq;
 
 use super::data;
@@ -446,4 +446,30 @@ fn webhook_node_entry_facts() {
     let pairs: Vec<(usize, usize)> = overlaps.iter().map(|o| (o.first, o.second)).collect();
     // `{}` overlaps everything; pool=a implies pool=a,gpu=true.
     assert_eq!(pairs, vec![(0, 2), (0, 3), (2, 3), (2, 4)]);
+}
+
+#[test]
+fn webhook_name_check() {
+    let cfg = SloConfig::parse(&data(&[(
+        "cpu-burst-config",
+        r#"{"nodeStrategies": [
+            {"name": "a", "nodeSelector": {"matchLabels": {"pool": "a"}}},
+            {"nodeSelector": {"matchLabels": {"pool": "b"}}},
+            {"name": "a", "nodeSelector": {"matchLabels": {"pool": "c"}}},
+            {"name": "d", "nodeSelector": {"matchLabels": {"pool": "d"}}}
+        ]}"#,
+    )]))
+    .into_config()
+    .unwrap();
+    let messages: Vec<String> = node_entry_name_errors(ConfigKey::CpuBurst, &cfg.cpu_burst)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            "cpu-burst-config: nodeStrategies[1].name: must be set: node entries need a unique name",
+            "cpu-burst-config: nodeStrategies[2].name: \"a\" is already the name of entry 0",
+        ]
+    );
 }
