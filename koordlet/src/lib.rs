@@ -8,9 +8,12 @@
 //! - [`executor`]: applies plans of cgroup writes safely (validated, ordered, skip-if-equal,
 //!   audited, dry-run).
 //! - [`metrics`]: bounded in-memory metric storage with window queries.
-//! - [`qos`]: the QoS strategies' pure decisions (suppress, burst, eviction).
+//! - [`qos`]: the QoS strategies' pure decisions (BE limits, suppress, burst, eviction).
+//! - [`states`]: the node's Node, Pods, NodeSLO and NodeMetric spec as one snapshot.
 
 pub mod executor;
 pub mod metrics;
 pub mod qos;
+pub mod report;
+pub mod states;
 pub mod system;

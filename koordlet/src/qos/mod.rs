@@ -12,6 +12,7 @@
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
+pub mod be_limits;
 pub mod cpu_burst;
 pub mod cpu_evict;
 pub mod cpu_suppress;
