@@ -9,6 +9,12 @@
 
 pub mod names;
 pub mod nodeslo;
+pub mod priority;
+pub mod qos;
+pub mod quantity;
 pub mod schema;
 
 pub use nodeslo::{NodeSLO, NodeSLOSpec};
+pub use priority::PriorityClass;
+pub use qos::{KubeQoSClass, QoSClass};
+pub use quantity::{ExactQuantity, QuantityError, ResourceAmounts, ResourceList};
