@@ -247,3 +247,6 @@ fn map_keys(map: &mut BTreeMap<String, String>, mapping: &BTreeMap<String, Strin
         map.insert(new.clone(), value);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,5 @@
 //! Pod rules (upstream's ClusterColocationProfile validating webhook, on by default here).
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::PriorityClass;
 use koord_api::QoSClass;
@@ -29,7 +27,7 @@ pub fn validate_pod(pod: &Pod, old: Option<&Pod>, options: PodValidationOptions)
         immutable_fields(pod, old, options, &mut violations);
     }
     let qos = qos_class_raw(pod);
-    let priority = priority_class_raw(pod);
+    let priority = effective_priority_raw(pod);
     let requests = pod_cpu_and_batch_requests(pod, &mut violations);
     for batch in [RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY] {
         if requests.batch.contains(&batch) && qos != QoSClass::Be {
@@ -99,7 +97,7 @@ fn immutable_fields(pod: &Pod, old: &Pod, options: PodValidationOptions, violati
             ));
         }
     }
-    let (before, after) = (priority_class_raw(old), priority_class_raw(pod));
+    let (before, after) = (effective_priority_raw(old), effective_priority_raw(pod));
     if before != after {
         violations.push(Violation::new(
             "spec.priority",
@@ -109,6 +107,24 @@ fn immutable_fields(pod: &Pod, old: &Pod, options: PodValidationOptions, violati
                 after.name()
             ),
         ));
+    }
+}
+
+/// `PriorityClassRaw`, except that a pod with only `priorityClassName` set (the API server's
+/// Priority admission plugin has not filled `spec.priority`, as in a manifest checked offline)
+/// is judged by the class it names.
+pub fn effective_priority_raw(pod: &Pod) -> PriorityClass {
+    let has_label = pod
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(koord_api::names::LABEL_PRIORITY_CLASS));
+    match pod.spec.as_ref() {
+        Some(spec) if !has_label && spec.priority.is_none() => spec
+            .priority_class_name
+            .as_deref()
+            .map_or(PriorityClass::None, PriorityClass::from_name),
+        _ => priority_class_raw(pod),
     }
 }
 
@@ -166,7 +182,6 @@ fn pod_cpu_and_batch_requests(pod: &Pod, violations: &mut Vec<Violation>) -> Pod
     }
 }
 
-/// Labels helper kept for symmetry with the profile view.
-pub fn pod_labels(pod: &Pod) -> BTreeMap<String, String> {
-    pod.metadata.labels.clone().unwrap_or_default()
-}
+#[cfg(test)]
+#[path = "pod_tests.rs"]
+mod tests;
