@@ -7,14 +7,20 @@
 //! No I/O and no Kubernetes client live here: every function is pure, so the manager, the
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
+pub mod crds;
 pub mod names;
+pub mod nodemetric;
 pub mod nodeslo;
 pub mod priority;
+pub mod profile;
 pub mod qos;
 pub mod quantity;
+pub mod resources;
 pub mod schema;
 
+pub use nodemetric::{NodeMetric, NodeMetricSpec, NodeMetricStatus};
 pub use nodeslo::{NodeSLO, NodeSLOSpec};
 pub use priority::PriorityClass;
+pub use profile::{ClusterColocationProfile, ClusterColocationProfileSpec};
 pub use qos::{KubeQoSClass, QoSClass};
 pub use quantity::{ExactQuantity, QuantityError, ResourceAmounts, ResourceList};
