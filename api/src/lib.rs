@@ -7,6 +7,7 @@
 //! No I/O and no Kubernetes client live here: every function is pure, so the manager, the
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
+pub mod config;
 pub mod crds;
 pub mod names;
 pub mod nodemetric;
@@ -17,7 +18,9 @@ pub mod qos;
 pub mod quantity;
 pub mod resources;
 pub mod schema;
+pub mod selector;
 
+pub use config::{SloConfig, resolve_node};
 pub use nodemetric::{NodeMetric, NodeMetricSpec, NodeMetricStatus};
 pub use nodeslo::{NodeSLO, NodeSLOSpec};
 pub use priority::PriorityClass;
