@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use koord_api::profile::ClusterColocationProfile;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -16,20 +16,12 @@ use kube::{Api, Client, Resource};
 use crate::mutate::profile::CompiledProfile;
 use crate::view::{ClusterView, PriorityClassInfo};
 
-/// The ClusterColocationProfile resource, addressed dynamically.
-pub fn profile_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("config.koordinator.sh", "v1alpha1", "ClusterColocationProfile"),
-        "clustercolocationprofiles",
-    )
-}
-
 type ProfileCache = HashMap<String, (String, Arc<CompiledProfile>)>;
 
 /// Reflector-backed cluster state.
 #[derive(Clone)]
 pub struct ReflectorView {
-    profiles: Store<DynamicObject>,
+    profiles: Store<ClusterColocationProfile>,
     namespaces: Store<Namespace>,
     priority_classes: Store<PriorityClass>,
     nodes: Store<Node>,
@@ -39,14 +31,8 @@ pub struct ReflectorView {
 impl ReflectorView {
     /// Starts the four reflectors on `client`; they run until the process stops.
     pub fn start(client: Client) -> Self {
-        let resource = profile_resource();
-        let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
-        let profiles = writer.as_reader();
-        let profiles_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        tokio::spawn(run(
-            "clustercolocationprofiles",
-            reflector::reflector(writer, watcher(profiles_api, watcher::Config::default())),
-        ));
+        let profiles =
+            spawn_reflector::<ClusterColocationProfile>(client.clone(), "clustercolocationprofiles");
         let namespaces = spawn_reflector::<Namespace>(client.clone(), "namespaces");
         let priority_classes = spawn_reflector::<PriorityClass>(client.clone(), "priorityclasses");
         let nodes = spawn_reflector::<Node>(client, "nodes");
@@ -113,17 +99,13 @@ impl ClusterView for ReflectorView {
                 live.push(compiled.clone());
                 continue;
             }
-            let compiled = serde_json::to_value(object.as_ref())
-                .map_err(|error| error.to_string())
-                .and_then(|json| CompiledProfile::from_json(&json).map_err(|error| error.to_string()));
-            match compiled {
-                Ok(compiled) => {
-                    let compiled = Arc::new(compiled);
-                    cache.insert(name, (version, compiled.clone()));
-                    live.push(compiled);
-                }
-                Err(error) => tracing::warn!(profile = %name, %error, "ClusterColocationProfile ignored"),
-            }
+            let compiled = Arc::new(CompiledProfile::compile(
+                name.clone(),
+                object.metadata.annotations.clone().unwrap_or_default(),
+                object.spec.clone(),
+            ));
+            cache.insert(name, (version, compiled.clone()));
+            live.push(compiled);
         }
         if cache.len() > objects.len() {
             let names: std::collections::HashSet<_> =

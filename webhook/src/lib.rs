@@ -13,7 +13,6 @@ pub mod metrics;
 pub mod mutate;
 pub mod offline;
 pub mod review;
-pub mod selector;
 pub mod serve;
 pub mod server;
 pub mod tls;

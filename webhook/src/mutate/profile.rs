@@ -13,56 +13,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::selector::Selector;
 use koord_api::names::ANNOTATION_SKIP_UPDATE_RESOURCES;
+use koord_api::selector::Selector;
 
-/// The spec fields of a ClusterColocationProfile, with upstream's JSON names.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProfileSpec {
-    /// Matches the pod's Namespace labels; absent or empty matches every namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace_selector: Option<LabelSelector>,
-    /// Matches the pod's labels; absent or empty matches every pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<LabelSelector>,
-    /// Chance in percent (`50` or `"50%"`); absent means 100.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probability: Option<IntOrString>,
-    /// Written to label `koordinator.sh/qosClass`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qos_class: Option<String>,
-    /// PriorityClass whose name, value and preemption policy the pod gets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority_class_name: Option<String>,
-    /// Written to label `koordinator.sh/priority`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub koordinator_priority: Option<i32>,
-    /// Labels merged into the pod (overwriting).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
-    /// Annotations merged into the pod (overwriting).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
-    /// old label key -> new label key: the pod gets `labels[new] = labels[old]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_keys_mapping: Option<BTreeMap<String, String>>,
-    /// old annotation key -> new annotation key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotation_keys_mapping: Option<BTreeMap<String, String>>,
-    /// label key -> suffix appended to the value of an existing label.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_suffixes: Option<BTreeMap<String, String>>,
-    /// Overrides `spec.schedulerName`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduler_name: Option<String>,
-    /// Strategic-merge patch applied to the pod last.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patch: Option<serde_json::Value>,
-}
+/// The profile spec as the api crate defines it (upstream JSON names).
+pub use koord_api::profile::ClusterColocationProfileSpec as ProfileSpec;
 
 /// The wire object: only what the webhook reads.
 #[derive(Debug, Clone, Deserialize)]
@@ -126,7 +83,7 @@ impl CompiledProfile {
             skip_update_resources: annotations.contains_key(ANNOTATION_SKIP_UPDATE_RESOURCES),
             namespace_selector: parse_selector("namespaceSelector", spec.namespace_selector.as_ref()),
             selector: parse_selector("selector", spec.selector.as_ref()),
-            probability: probability_percent(spec.probability.as_ref()),
+            probability: probability_percent(&spec),
             spec,
         }
     }
@@ -188,7 +145,7 @@ fn parse_selector(
     match selector {
         None => Ok(None),
         Some(selector) => Selector::parse(selector)
-            .map(|parsed| (!is_empty(selector)).then_some(parsed))
+            .map(|parsed| (!parsed.is_empty()).then_some(parsed))
             .map_err(|error| ProfileError::Selector {
                 field,
                 reason: error.to_string(),
@@ -196,31 +153,11 @@ fn parse_selector(
     }
 }
 
-fn is_empty(selector: &LabelSelector) -> bool {
-    selector.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
-        && selector.match_expressions.as_ref().is_none_or(Vec::is_empty)
-}
-
 /// Resolves `probability` (`50`, `"50%"`, absent = 100) to a percentage in 0..=100.
-pub fn probability_percent(probability: Option<&IntOrString>) -> Result<u32, ProfileError> {
-    let value: i64 = match probability {
-        None => return Ok(100),
-        Some(IntOrString::Int(value)) => i64::from(*value),
-        Some(IntOrString::String(text)) => {
-            let number = text.strip_suffix('%').ok_or_else(|| {
-                ProfileError::Probability(format!(
-                    "{text:?} is neither an integer nor a percentage like \"50%\""
-                ))
-            })?;
-            number
-                .parse::<i64>()
-                .map_err(|_| ProfileError::Probability(format!("{text:?} is not an integer percentage")))?
-        }
-    };
-    u32::try_from(value)
-        .ok()
-        .filter(|percent| *percent <= 100)
-        .ok_or_else(|| ProfileError::Probability(format!("{value} is outside 0..100")))
+pub fn probability_percent(spec: &ProfileSpec) -> Result<u32, ProfileError> {
+    spec.probability_percent()
+        .map(u32::from)
+        .map_err(|error| ProfileError::Probability(error.to_string()))
 }
 
 /// The probability draw: applies iff `roll < percent` with `roll` uniform in 0..100, so the
