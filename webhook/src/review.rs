@@ -281,3 +281,22 @@ fn mutate(request: &AdmissionRequest<Pod>, decider: &Decider, roll: &mut dyn FnM
         Err(error) => finish(request, response.deny(error.to_string()), Outcome::Denied),
     }
 }
+
+/// Serialises a review the way Go clients write one: kube-core serialises `response.patch`
+/// (a `Vec<u8>`) as an array of numbers, which Go happens to accept, but the canonical form of
+/// a byte field is a base64 string, which every API server implementation accepts.
+pub fn to_wire_json(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json::Error> {
+    use base64::Engine;
+    let mut value = serde_json::to_value(review)?;
+    if let Some(patch) = value.pointer_mut("/response/patch")
+        && let Some(bytes) = patch.as_array().map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_u64().and_then(|byte| u8::try_from(byte).ok()))
+                .collect::<Vec<u8>>()
+        })
+    {
+        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    }
+    serde_json::to_vec(&value)
+}

@@ -57,7 +57,7 @@ fn handle(state: &AppState, endpoint: Endpoint, body: &[u8]) -> Response {
         answer.outcome.label(),
         started.elapsed().as_secs_f64(),
     );
-    match serde_json::to_vec(&answer.review) {
+    match crate::review::to_wire_json(&answer.review) {
         Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
         // Serialising our own response cannot realistically fail; if it does, the API server
         // applies the failure policy.

@@ -228,3 +228,62 @@ fn set_validity(params: &mut CertificateParams, from: Timestamp, to: Timestamp) 
     params.not_after = rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(seconds(to)?);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use jiff::{SignedDuration, Timestamp};
+
+    use super::{CertPolicy, Renewal, generate, renew, renewal, service_dns_names};
+
+    fn day() -> SignedDuration {
+        SignedDuration::from_hours(24)
+    }
+
+    #[test]
+    fn fresh_material_is_kept_and_renewed_well_before_expiry() {
+        let policy = CertPolicy::default();
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let names = service_dns_names("svc", "ns");
+        let bundle = generate(&names, now, &policy).unwrap();
+        assert_eq!(bundle.not_after, now + policy.serving_validity);
+        assert_eq!(renewal(&bundle, &names, now, &policy), Renewal::Keep);
+        assert_eq!(
+            renewal(&bundle, &names, now + day() * 270, &policy),
+            Renewal::Keep
+        );
+        // 91 days before expiry: still fine; 89: renew the serving certificate only.
+        assert!(matches!(
+            renewal(&bundle, &names, now + day() * 276, &policy),
+            Renewal::ServingCert(_)
+        ));
+        let (renewed, decision) = renew(Some(&bundle), &names, now + day() * 276, &policy).unwrap();
+        assert!(matches!(decision, Renewal::ServingCert(_)));
+        assert_eq!(renewed.ca_cert_pem, bundle.ca_cert_pem);
+        assert_ne!(renewed.cert_pem, bundle.cert_pem);
+        // The CA is replaced long before it expires.
+        assert!(matches!(
+            renewal(&bundle, &names, now + day() * (3650 - 399), &policy),
+            Renewal::Everything(_)
+        ));
+    }
+
+    #[test]
+    fn changed_names_or_missing_material_regenerate() {
+        let policy = CertPolicy::default();
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let names = service_dns_names("svc", "ns");
+        let bundle = generate(&names, now, &policy).unwrap();
+        assert!(matches!(
+            renewal(&bundle, &service_dns_names("other", "ns"), now, &policy),
+            Renewal::ServingCert(_)
+        ));
+        let mut broken = bundle.clone();
+        broken.ca_key_pem = "nope".into();
+        assert!(matches!(
+            renewal(&broken, &names, now, &policy),
+            Renewal::Everything(_)
+        ));
+        let (_, decision) = renew(None, &names, now, &policy).unwrap();
+        assert_eq!(decision, Renewal::Everything("no certificate stored".into()));
+    }
+}

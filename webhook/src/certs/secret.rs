@@ -167,3 +167,40 @@ pub async fn ensure_secret(
     }
     Err(SecretError::Conflict(format!("{namespace}/{name}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use jiff::Timestamp;
+    use k8s_openapi::api::core::v1::Secret;
+
+    use super::{KEY_CERT, KEY_TLS_CERT, bundle_from_secret, secret_with_bundle};
+    use crate::certs::bundle::{CertPolicy, generate, service_dns_names};
+
+    #[test]
+    fn bundle_round_trips_through_a_secret_with_upstream_keys() {
+        let bundle = generate(
+            &service_dns_names("svc", "ns"),
+            Timestamp::from_second(1_800_000_000).unwrap(),
+            &CertPolicy::default(),
+        )
+        .unwrap();
+        let secret = secret_with_bundle(Secret::default(), &bundle);
+        let data = secret.data.as_ref().unwrap();
+        assert_eq!(data[KEY_CERT], data[KEY_TLS_CERT]);
+        for key in [
+            "ca-cert.pem",
+            "ca-key.pem",
+            "tls.crt",
+            "tls.key",
+            "cert.pem",
+            "key.pem",
+        ] {
+            assert!(data.contains_key(key), "{key}");
+        }
+        assert_eq!(bundle_from_secret(&secret), Some(bundle));
+        // A Secret written by upstream (no expiry annotations) is regenerated, not trusted blindly.
+        let mut upstream = secret.clone();
+        upstream.metadata.annotations = None;
+        assert_eq!(bundle_from_secret(&upstream), None);
+    }
+}
