@@ -2,6 +2,8 @@
 //! rotating the serving certificate changes what new connections see, without restarting the
 //! server or dropping established connections.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::SocketAddr;
