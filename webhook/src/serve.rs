@@ -34,7 +34,8 @@ pub enum ServeError {
     Certs(String),
 }
 
-async fn client(args: &ServerArgs) -> Result<Client, ServeError> {
+/// Builds the Kubernetes client from `--kubeconfig` or the environment.
+pub async fn client(args: &ServerArgs) -> Result<Client, ServeError> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig =
@@ -50,27 +51,37 @@ async fn client(args: &ServerArgs) -> Result<Client, ServeError> {
     Client::try_from(config).map_err(|e| ServeError::Client(e.to_string()))
 }
 
-/// Runs the admission server until SIGTERM/Ctrl-C.
-pub async fn run(args: ServerArgs) -> Result<(), ServeError> {
-    let mut registry = Registry::default();
-    let metrics = AdmissionMetrics::register(&mut registry);
-    let registry = Arc::new(registry);
+/// A running admission server (started in-process by `run`, tests and the e2e crate).
+pub struct RunningWebhook {
+    /// The HTTPS address actually bound.
+    pub addr: SocketAddr,
+    /// Shuts the HTTPS server down.
+    pub handle: axum_server::Handle<SocketAddr>,
+    /// Readiness checks (`certificates`, `caches`).
+    pub readiness: Readiness,
+    /// The server task.
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The cluster caches, for callers that wait until they are synced.
+    pub view: ReflectorView,
+}
+
+impl RunningWebhook {
+    /// Resolves once the caches have their initial lists.
+    pub async fn caches_synced(&self) {
+        let _ = self.view.wait_until_ready().await;
+    }
+}
+
+/// Starts caches, certificates and the HTTPS listener on `client`; metrics go to `registry`.
+pub async fn start(
+    args: &ServerArgs,
+    client: Client,
+    registry: &mut Registry,
+) -> Result<RunningWebhook, ServeError> {
+    let metrics = AdmissionMetrics::register(registry);
     let readiness = Readiness::default();
     readiness.register("certificates");
     readiness.register("caches");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
-    serve_admin(args.health_addr, registry.clone(), readiness.clone(), stopped()).await?;
-    if args.metrics_addr != args.health_addr {
-        serve_admin(args.metrics_addr, registry.clone(), readiness.clone(), stopped()).await?;
-    }
-
-    let client = client(&args).await?;
     let view = ReflectorView::start(client.clone());
     {
         let view = view.clone();
@@ -82,11 +93,10 @@ pub async fn run(args: ServerArgs) -> Result<(), ServeError> {
             }
         });
     }
-
-    let tls = prepare_certificates(&args, client, &readiness).await?;
+    let tls = prepare_certificates(args, client, &readiness).await?;
     let state = Arc::new(AppState {
         decider: Decider {
-            view: Arc::new(view),
+            view: Arc::new(view.clone()),
             mutation: MutationOptions {
                 skip_mutating_resources: args.skip_mutating_resources,
                 extended_resource_spec: !args.disable_extended_resource_spec,
@@ -101,13 +111,49 @@ pub async fn run(args: ServerArgs) -> Result<(), ServeError> {
     });
     let handle = axum_server::Handle::new();
     let addr = SocketAddr::new(args.bind_address, args.port);
-    let server = tokio::spawn(serve_tls(addr, tls, router(state), handle.clone()));
+    let task = tokio::spawn(serve_tls(addr, tls, router(state), handle.clone()));
+    let addr = handle
+        .listening()
+        .await
+        .ok_or_else(|| ServeError::Io(std::io::Error::other(format!("cannot listen on {addr}"))))?;
     tracing::info!(%addr, "serving admission over HTTPS");
+    Ok(RunningWebhook {
+        addr,
+        handle,
+        readiness,
+        task,
+        view,
+    })
+}
+
+/// Runs the admission server until SIGTERM/Ctrl-C.
+pub async fn run(args: ServerArgs) -> Result<(), ServeError> {
+    let client = client(&args).await?;
+    let mut registry = Registry::default();
+    let running = start(&args, client, &mut registry).await?;
+    let registry = Arc::new(registry);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    serve_admin(
+        args.health_addr,
+        registry.clone(),
+        running.readiness.clone(),
+        stopped(),
+    )
+    .await?;
+    if args.metrics_addr != args.health_addr {
+        serve_admin(args.metrics_addr, registry, running.readiness.clone(), stopped()).await?;
+    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
-    handle.graceful_shutdown(Some(Duration::from_secs(8)));
-    match server.await {
+    running.handle.graceful_shutdown(Some(Duration::from_secs(8)));
+    match running.task.await {
         Ok(result) => result.map_err(ServeError::Io),
         Err(error) => Err(ServeError::Io(std::io::Error::other(error))),
     }
