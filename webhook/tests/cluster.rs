@@ -180,3 +180,48 @@ async fn webhook_in_the_embedded_cluster() {
             .contains_key("koordinator.sh/qosClass")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_converge_on_one_secret_and_renew_through_it() {
+    use jiff::{SignedDuration, Timestamp};
+    use koord_webhook::certs::bundle::{CertPolicy, service_dns_names};
+    use koord_webhook::certs::secret::ensure_secret;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    cluster
+        .apply_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        .await
+        .unwrap();
+    let client = cluster.client().unwrap();
+    let names = service_dns_names(SERVICE, NS);
+    let policy = CertPolicy::default();
+    let now = Timestamp::now();
+    // Four replicas start at once: exactly one creates the Secret, the others adopt it.
+    let replicas: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, names) = (client.clone(), names.clone());
+            tokio::spawn(async move { ensure_secret(client, NS, "race-certs", &names, now, &policy).await })
+        })
+        .collect();
+    let mut bundles = Vec::new();
+    for replica in replicas {
+        bundles.push(replica.await.unwrap().unwrap());
+    }
+    assert!(
+        bundles.windows(2).all(|pair| pair[0] == pair[1]),
+        "replicas disagree"
+    );
+
+    // 300 days later the serving certificate is renewed in the Secret; the CA stays.
+    let later = now + SignedDuration::from_hours(24 * 300);
+    let renewed = ensure_secret(client.clone(), NS, "race-certs", &names, later, &policy)
+        .await
+        .unwrap();
+    assert_eq!(renewed.ca_cert_pem, bundles[0].ca_cert_pem);
+    assert_ne!(renewed.cert_pem, bundles[0].cert_pem);
+    let again = ensure_secret(client, NS, "race-certs", &names, later, &policy)
+        .await
+        .unwrap();
+    assert_eq!(again, renewed, "a second sync keeps what is stored");
+}
