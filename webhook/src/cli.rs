@@ -1,0 +1,166 @@
+//! Command-line flags; every flag can also be set by the environment variable named in `--help`
+//! (the upstream chart's variables — `WEBHOOK_PORT`, `SECRET_NAME`, `SERVICE_NAME`, ... — keep
+//! working).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use koord_runtime::LogFormat;
+
+/// koord-webhook: Koordinator admission webhook (profile mutation, batch resources, validation).
+#[derive(Debug, Parser)]
+#[command(name = "koord-webhook", version, about, long_about = None)]
+pub struct Cli {
+    /// Offline commands; without one, the admission server runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Server flags.
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Offline commands sharing the server's decision code.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mutate a Pod as the server would and explain each profile's outcome (prints JSON).
+    Mutate(MutateArgs),
+    /// Validate ConfigMaps, profiles and pods as the server would (exit 0 valid, 1 violations, 2 unreadable).
+    Validate(ValidateArgs),
+}
+
+/// `mutate` flags.
+#[derive(Debug, Args)]
+pub struct MutateArgs {
+    /// Multi-document YAML: exactly one Pod, its ClusterColocationProfiles, optionally its Namespace and PriorityClasses ("-" = stdin).
+    #[arg(short = 'f', long = "file")]
+    pub file: String,
+    /// Seed for the probability draw, for reproducible answers (default: random).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Namespace of the pod when it names none.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+}
+
+/// `validate` flags.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Multi-document YAML of ConfigMaps, ClusterColocationProfiles, Pods (and Nodes for the overlap check) ("-" = stdin).
+    #[arg(short = 'f', long = "file")]
+    pub file: String,
+    /// Namespace of the slo-controller-config.
+    #[arg(long, env = "CONFIG_NAMESPACE", default_value = "koordinator-system")]
+    pub config_namespace: String,
+    /// Name of the slo-controller-config.
+    #[arg(long, env = "SLO_CONFIG_NAME", default_value = "slo-controller-config")]
+    pub slo_config_name: String,
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CertMode {
+    /// Self-signed CA + serving certificate kept in a Secret, caBundle injected (default).
+    Secret,
+    /// Externally managed files in --cert-dir (e.g. cert-manager), reloaded when they change.
+    Dir,
+}
+
+/// Flags of the admission server.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// HTTPS port of the admission server.
+    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9876)]
+    pub port: u16,
+    /// Address the admission server binds.
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = "0.0.0.0")]
+    pub bind_address: std::net::IpAddr,
+    /// Plain-HTTP address serving /healthz, /readyz and /metrics.
+    #[arg(long, env = "HEALTH_ADDR", default_value = "0.0.0.0:8000")]
+    pub health_addr: SocketAddr,
+    /// Plain-HTTP address serving /metrics (and health); equal to --health-addr means one listener.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Certificate mode.
+    #[arg(long, env = "WEBHOOK_CERT_MODE", value_enum, default_value_t = CertMode::Secret)]
+    pub cert_mode: CertMode,
+    /// Directory with tls.crt/tls.key (or cert.pem/key.pem) for --cert-mode dir.
+    #[arg(
+        long,
+        env = "WEBHOOK_CERT_DIR",
+        default_value = "/tmp/koordinator-webhook-certs"
+    )]
+    pub cert_dir: PathBuf,
+    /// How often the cert dir is checked for new files, or the Secret re-synced.
+    #[arg(long, env = "WEBHOOK_CERT_SYNC_INTERVAL", value_parser = parse_duration, default_value = "60s")]
+    pub cert_sync_interval: Duration,
+    /// Secret holding the CA and serving certificate (--cert-mode secret).
+    #[arg(long, env = "SECRET_NAME", default_value = "koordinator-webhook-certs")]
+    pub secret_name: String,
+    /// Namespace of the webhook (Secret, Service).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "koordinator-system")]
+    pub namespace: String,
+    /// Service in front of the webhook; its DNS names go into the serving certificate.
+    #[arg(long, env = "SERVICE_NAME", default_value = "koordinator-webhook-service")]
+    pub service_name: String,
+    /// Extra host name (or IP) for the serving certificate, e.g. when API servers call a URL.
+    #[arg(long, env = "WEBHOOK_HOST")]
+    pub webhook_host: Option<String>,
+    /// MutatingWebhookConfiguration to inject the caBundle into ("" = none).
+    #[arg(
+        long,
+        env = "MUTATING_WEBHOOK_NAME",
+        default_value = "koordinator-mutating-webhook-configuration"
+    )]
+    pub mutating_webhook_name: String,
+    /// ValidatingWebhookConfiguration to inject the caBundle into ("" = none).
+    #[arg(
+        long,
+        env = "VALIDATING_WEBHOOK_NAME",
+        default_value = "koordinator-validating-webhook-configuration"
+    )]
+    pub validating_webhook_name: String,
+    /// Namespace of the slo-controller-config.
+    #[arg(long, env = "CONFIG_NAMESPACE", default_value = "koordinator-system")]
+    pub config_namespace: String,
+    /// Name of the slo-controller-config.
+    #[arg(long, env = "SLO_CONFIG_NAME", default_value = "slo-controller-config")]
+    pub slo_config_name: String,
+    /// Never rewrite cpu/memory into batch/mid resources (upstream gate ColocationProfileSkipMutatingResources).
+    #[arg(long, env = "SKIP_MUTATING_RESOURCES")]
+    pub skip_mutating_resources: bool,
+    /// Do not write the extended-resource-spec annotation (upstream gate DisableExtendedResourceSpec).
+    #[arg(long, env = "DISABLE_EXTENDED_RESOURCE_SPEC")]
+    pub disable_extended_resource_spec: bool,
+    /// Allow changing label koordinator.sh/priority on pod UPDATE (upstream gate ColocationProfileSkipValidatingPriority).
+    #[arg(long, env = "ALLOW_PRIORITY_LABEL_UPDATE")]
+    pub allow_priority_label_update: bool,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Parses `90s`, `5m`, `1h` or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(index) => text.split_at(index),
+        None => (text, "s"),
+    };
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 60s, 5m, 1h"))?;
+    let seconds = match unit {
+        "s" => value,
+        "m" => value.saturating_mul(60),
+        "h" => value.saturating_mul(3600),
+        _ => return Err(format!("{text:?}: unit must be s, m or h")),
+    };
+    if seconds == 0 {
+        return Err("duration must be positive".to_string());
+    }
+    Ok(Duration::from_secs(seconds))
+}

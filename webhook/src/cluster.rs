@@ -1,0 +1,145 @@
+//! The live [`ClusterView`]: reflector caches of ClusterColocationProfiles, Namespaces,
+//! PriorityClasses and Nodes. Profiles are compiled once per resourceVersion, so a request
+//! only evaluates pre-parsed selectors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use koord_api::profile::ClusterColocationProfile;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+
+use crate::mutate::profile::CompiledProfile;
+use crate::view::{ClusterView, PriorityClassInfo};
+
+type ProfileCache = HashMap<String, (String, Arc<CompiledProfile>)>;
+
+/// Reflector-backed cluster state.
+#[derive(Clone)]
+pub struct ReflectorView {
+    profiles: Store<ClusterColocationProfile>,
+    namespaces: Store<Namespace>,
+    priority_classes: Store<PriorityClass>,
+    nodes: Store<Node>,
+    compiled: Arc<Mutex<ProfileCache>>,
+}
+
+impl ReflectorView {
+    /// Starts the four reflectors on `client`; they run until the process stops.
+    pub fn start(client: Client) -> Self {
+        let profiles =
+            spawn_reflector::<ClusterColocationProfile>(client.clone(), "clustercolocationprofiles");
+        let namespaces = spawn_reflector::<Namespace>(client.clone(), "namespaces");
+        let priority_classes = spawn_reflector::<PriorityClass>(client.clone(), "priorityclasses");
+        let nodes = spawn_reflector::<Node>(client, "nodes");
+        Self {
+            profiles,
+            namespaces,
+            priority_classes,
+            nodes,
+            compiled: Arc::default(),
+        }
+    }
+
+    /// Resolves once every cache has its initial list.
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.profiles.wait_until_ready().await?;
+        self.namespaces.wait_until_ready().await?;
+        self.priority_classes.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await
+    }
+}
+
+fn spawn_reflector<K>(client: Client, what: &'static str) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let api: Api<K> = Api::all(client);
+    tokio::spawn(run(
+        what,
+        reflector::reflector(writer, watcher(api, watcher::Config::default())),
+    ));
+    store
+}
+
+async fn run<K, S>(what: &'static str, stream: S)
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let mut stream = std::pin::pin!(stream.default_backoff().applied_objects());
+    while let Some(item) = stream.next().await {
+        if let Err(error) = item {
+            tracing::warn!(what, %error, "watch failed; retrying with backoff");
+        }
+    }
+}
+
+impl ClusterView for ReflectorView {
+    fn profiles(&self) -> Vec<Arc<CompiledProfile>> {
+        let objects = self.profiles.state();
+        let mut cache = self.compiled.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut live = Vec::with_capacity(objects.len());
+        for object in &objects {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let version = object.metadata.resource_version.clone().unwrap_or_default();
+            if let Some((cached_version, compiled)) = cache.get(&name)
+                && *cached_version == version
+            {
+                live.push(compiled.clone());
+                continue;
+            }
+            let compiled = Arc::new(CompiledProfile::compile(
+                name.clone(),
+                object.metadata.annotations.clone().unwrap_or_default(),
+                object.spec.clone(),
+            ));
+            cache.insert(name, (version, compiled.clone()));
+            live.push(compiled);
+        }
+        if cache.len() > objects.len() {
+            let names: std::collections::HashSet<_> =
+                live.iter().map(|profile| profile.name.clone()).collect();
+            cache.retain(|name, _| names.contains(name));
+        }
+        live
+    }
+
+    fn namespace_labels(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        self.namespaces
+            .get(&reflector::ObjectRef::new(name))
+            .map(|namespace| namespace.metadata.labels.clone().unwrap_or_default())
+    }
+
+    fn priority_class(&self, name: &str) -> Option<PriorityClassInfo> {
+        self.priority_classes
+            .get(&reflector::ObjectRef::new(name))
+            .map(|class| PriorityClassInfo {
+                value: class.value,
+                preemption_policy: class.preemption_policy.clone(),
+            })
+    }
+
+    fn node_labels(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        self.nodes
+            .state()
+            .iter()
+            .map(|node| {
+                (
+                    node.metadata.name.clone().unwrap_or_default(),
+                    node.metadata.labels.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}

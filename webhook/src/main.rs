@@ -1,0 +1,75 @@
+//! koord-webhook binary: flags, logging, then the server or an offline command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use koord_webhook::cli::{Cli, Command};
+use koord_webhook::offline;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Mutate(args)) => {
+            let result = offline::read_input(&args.file)
+                .and_then(|text| offline::run_mutate(&text, args.seed, &args.namespace));
+            match result.and_then(|value| {
+                serde_json::to_string_pretty(&value)
+                    .map_err(|error| offline::OfflineError::Input(error.to_string()))
+            }) {
+                Ok(json) => {
+                    println!("{json}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("koord-webhook mutate: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some(Command::Validate(args)) => {
+            let result = offline::read_input(&args.file)
+                .and_then(|text| offline::run_validate(&text, &args.config_namespace, &args.slo_config_name));
+            match result {
+                Ok(violations) if violations.is_empty() => ExitCode::SUCCESS,
+                Ok(violations) => {
+                    for violation in violations {
+                        println!("{violation}");
+                    }
+                    ExitCode::from(1)
+                }
+                Err(error) => {
+                    eprintln!("koord-webhook validate: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        None => serve(cli.server),
+    }
+}
+
+fn serve(args: koord_webhook::cli::ServerArgs) -> ExitCode {
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        eprintln!("koord-webhook: a rustls crypto provider was already installed");
+    }
+    if let Err(error) = koord_runtime::init_logging(args.log_format, "info") {
+        eprintln!("koord-webhook: {error}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("koord-webhook: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(koord_webhook::serve::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "koord-webhook stopped");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! `koord-webhook mutate` and `koord-webhook validate`: the server's decisions on objects from
+//! a file, for users asking "why did my profile not apply?" or checking a ConfigMap before
+//! `kubectl apply`.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::mutate::profile::CompiledProfile;
+use crate::mutate::{MutationOptions, mutate_pod};
+use crate::validate::Violation;
+use crate::validate::configmap::validate_slo_config_with_nodes;
+use crate::validate::pod::{PodValidationOptions, validate_pod};
+use crate::validate::profile::validate_profile;
+use crate::view::{PriorityClassInfo, StaticView};
+
+/// Why an offline command could not run (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The path ("-" for stdin).
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A document is not YAML, or not the kind of object it claims to be.
+    #[error("document {index}: {reason}")]
+    Document {
+        /// 1-based position in the file.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The input does not hold what the command needs.
+    #[error("{0}")]
+    Input(String),
+}
+
+/// Reads a file or stdin.
+pub fn read_input(path: &str) -> Result<String, OfflineError> {
+    let mut text = String::new();
+    let result = if path == "-" {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(path).map(|read| text = read)
+    };
+    result.map_err(|source| OfflineError::Read {
+        path: path.to_string(),
+        source,
+    })?;
+    Ok(text)
+}
+
+/// Splits multi-document YAML into JSON values (empty documents skipped), with 1-based positions.
+pub fn documents(text: &str) -> Result<Vec<(usize, Value)>, OfflineError> {
+    let mut out = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(document).map_err(|error| OfflineError::Document {
+            index: index + 1,
+            reason: format!("not YAML: {error}"),
+        })?;
+        if !value.is_null() {
+            out.push((index + 1, value));
+        }
+    }
+    Ok(out)
+}
+
+fn kind(value: &Value) -> &str {
+    value.get("kind").and_then(Value::as_str).unwrap_or_default()
+}
+
+fn typed<T: serde::de::DeserializeOwned>(index: usize, value: &Value) -> Result<T, OfflineError> {
+    T::deserialize(value).map_err(|error| OfflineError::Document {
+        index,
+        reason: format!("not a valid {}: {error}", kind(value)),
+    })
+}
+
+/// `mutate`: returns the JSON to print.
+pub fn run_mutate(text: &str, seed: Option<u64>, default_namespace: &str) -> Result<Value, OfflineError> {
+    let mut view = StaticView::with_koordinator_priority_classes();
+    let mut pods = Vec::new();
+    for (index, value) in documents(text)? {
+        match kind(&value) {
+            "Pod" => pods.push(typed::<Pod>(index, &value)?),
+            "ClusterColocationProfile" => {
+                let profile = CompiledProfile::from_json(&value).map_err(|error| OfflineError::Document {
+                    index,
+                    reason: error.to_string(),
+                })?;
+                view.profiles.push(Arc::new(profile));
+            }
+            "Namespace" => {
+                let namespace: k8s_openapi::api::core::v1::Namespace = typed(index, &value)?;
+                view.namespaces.insert(
+                    namespace.metadata.name.unwrap_or_default(),
+                    namespace.metadata.labels.unwrap_or_default(),
+                );
+            }
+            "PriorityClass" => {
+                let class: k8s_openapi::api::scheduling::v1::PriorityClass = typed(index, &value)?;
+                view.priority_classes.insert(
+                    class.metadata.name.unwrap_or_default(),
+                    PriorityClassInfo {
+                        value: class.value,
+                        preemption_policy: class.preemption_policy,
+                    },
+                );
+            }
+            other => {
+                return Err(OfflineError::Document {
+                    index,
+                    reason: format!(
+                        "kind {other:?} is not one of Pod, ClusterColocationProfile, Namespace, PriorityClass"
+                    ),
+                });
+            }
+        }
+    }
+    let [pod] = <[Pod; 1]>::try_from(pods)
+        .map_err(|pods| OfflineError::Input(format!("expected exactly one Pod, found {}", pods.len())))?;
+    let mut rng = match seed {
+        Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
+        None => rand::rngs::StdRng::from_rng(&mut rand::rng()),
+    };
+    let mut roll = || rng.random_range(0..100u32);
+    let mutation = mutate_pod(
+        &pod,
+        default_namespace,
+        &view,
+        MutationOptions::default(),
+        &mut roll,
+    )
+    .map_err(|error| OfflineError::Input(format!("the pod would be denied: {error}")))?;
+    Ok(json!({
+        "pod": mutation.pod,
+        "patch": mutation.patch,
+        "profiles": mutation.profiles,
+    }))
+}
+
+/// One violation found offline, with the document it is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentViolation {
+    /// e.g. `document 2 (ConfigMap koordinator-system/slo-controller-config)`.
+    pub document: String,
+    /// The violation.
+    pub violation: Violation,
+}
+
+impl std::fmt::Display for DocumentViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}, {}, {}",
+            self.document, self.violation.field, self.violation.rule
+        )
+    }
+}
+
+/// `validate`: every violation in the file.
+pub fn run_validate(
+    text: &str,
+    config_namespace: &str,
+    slo_config_name: &str,
+) -> Result<Vec<DocumentViolation>, OfflineError> {
+    let docs = documents(text)?;
+    let mut nodes = BTreeMap::new();
+    for (index, value) in &docs {
+        if kind(value) == "Node" {
+            let node: k8s_openapi::api::core::v1::Node = typed(*index, value)?;
+            nodes.insert(
+                node.metadata.name.unwrap_or_default(),
+                node.metadata.labels.unwrap_or_default(),
+            );
+        }
+    }
+    let mut found = Vec::new();
+    for (index, value) in &docs {
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let document = format!("document {index} ({} {name})", kind(value));
+        let violations = match kind(value) {
+            "ConfigMap" => {
+                let config_map: ConfigMap = typed(*index, value)?;
+                let namespace = config_map
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .unwrap_or(config_namespace);
+                if name == slo_config_name && namespace == config_namespace {
+                    validate_slo_config_with_nodes(&config_map.data.unwrap_or_default(), &nodes)
+                } else {
+                    Vec::new()
+                }
+            }
+            "ClusterColocationProfile" => validate_profile(value),
+            "Pod" => validate_pod(
+                &typed::<Pod>(*index, value)?,
+                None,
+                PodValidationOptions::default(),
+            ),
+            _ => Vec::new(),
+        };
+        found.extend(violations.into_iter().map(|violation| DocumentViolation {
+            document: document.clone(),
+            violation,
+        }));
+    }
+    Ok(found)
+}

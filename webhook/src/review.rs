@@ -1,0 +1,302 @@
+//! One AdmissionReview in, one AdmissionReview out: the adapter between the wire and the
+//! decisions. It never fails: an unreadable review gets an `invalid` response naming the
+//! problem, a review for something the endpoint does not handle is allowed untouched, and a
+//! broken rule is a denial whose message names the field and the rule.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use serde_json::Value;
+
+use crate::mutate::{MutationOptions, mutate_pod};
+use crate::validate::pod::{PodValidationOptions, validate_pod};
+use crate::validate::profile::validate_profile;
+use crate::validate::{Violation, denial_message};
+use crate::view::ClusterView;
+
+/// The admission paths this webhook serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `/mutate-pod`: profiles, batch resources, extended-resource-spec (CREATE).
+    MutatePod,
+    /// `/validate-pod`: QoS, priority and resource rules (CREATE, UPDATE).
+    ValidatePod,
+    /// `/validate-configmap`: the slo-controller-config (CREATE, UPDATE).
+    ValidateConfigMap,
+    /// `/validate-clustercolocationprofile`: profiles (CREATE, UPDATE).
+    ValidateProfile,
+}
+
+impl Endpoint {
+    /// Every endpoint.
+    pub const ALL: [Endpoint; 4] = [
+        Endpoint::MutatePod,
+        Endpoint::ValidatePod,
+        Endpoint::ValidateConfigMap,
+        Endpoint::ValidateProfile,
+    ];
+
+    /// The URL path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::MutatePod => "/mutate-pod",
+            Endpoint::ValidatePod => "/validate-pod",
+            Endpoint::ValidateConfigMap => "/validate-configmap",
+            Endpoint::ValidateProfile => "/validate-clustercolocationprofile",
+        }
+    }
+
+    fn expected_kind(self) -> &'static str {
+        match self {
+            Endpoint::MutatePod | Endpoint::ValidatePod => "Pod",
+            Endpoint::ValidateConfigMap => "ConfigMap",
+            Endpoint::ValidateProfile => "ClusterColocationProfile",
+        }
+    }
+}
+
+/// Everything a decision needs besides the request: cluster state and switches.
+#[derive(Clone)]
+pub struct Decider {
+    /// Cluster state (reflector caches or fixed objects).
+    pub view: Arc<dyn ClusterView>,
+    /// Mutation switches.
+    pub mutation: MutationOptions,
+    /// Pod validation switches.
+    pub pod_validation: PodValidationOptions,
+    /// Namespace of the slo-controller-config.
+    pub config_namespace: String,
+    /// Name of the slo-controller-config.
+    pub slo_config_name: String,
+}
+
+/// How a review was answered (the `result` metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Allowed without changes.
+    Allowed,
+    /// Allowed with a JSONPatch.
+    Patched,
+    /// Denied by a rule.
+    Denied,
+    /// The review itself was unreadable.
+    Invalid,
+}
+
+impl Outcome {
+    /// Metric label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Patched => "patched",
+            Outcome::Denied => "denied",
+            Outcome::Invalid => "invalid",
+        }
+    }
+}
+
+/// A finished answer.
+#[derive(Debug)]
+pub struct Answer {
+    /// The review to send back (always with HTTP 200).
+    pub review: AdmissionReview<DynamicObject>,
+    /// CREATE, UPDATE, DELETE, CONNECT or `unknown`.
+    pub operation: &'static str,
+    /// How it was answered.
+    pub outcome: Outcome,
+}
+
+fn operation_label(operation: &Operation) -> &'static str {
+    match operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+fn invalid(value: Option<&Value>, reason: String) -> Answer {
+    let mut response = AdmissionResponse::invalid(reason);
+    if let Some(uid) = value
+        .and_then(|value| value.pointer("/request/uid"))
+        .and_then(Value::as_str)
+    {
+        response.uid = uid.to_string();
+    }
+    Answer {
+        review: response.into_review(),
+        operation: "unknown",
+        outcome: Outcome::Invalid,
+    }
+}
+
+/// Answers one review body for `endpoint`. `roll` draws profile probabilities (0..100).
+pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn FnMut() -> u32) -> Answer {
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(error) => return invalid(None, format!("the body is not JSON: {error}")),
+    };
+    let request = match value.get("request") {
+        Some(request) if request.is_object() => request,
+        _ => return invalid(Some(&value), "the AdmissionReview has no request".to_string()),
+    };
+    let kind = request
+        .pointer("/kind/kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let sub_resource = request
+        .get("subResource")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if kind != endpoint.expected_kind() || !sub_resource.is_empty() {
+        // Not ours to judge (a sub-resource like pods/binding, or a misrouted kind).
+        return decode::<DynamicObject>(&value).map_or_else(
+            |reason| invalid(Some(&value), reason),
+            |request| finish(&request, AdmissionResponse::from(&request), Outcome::Allowed),
+        );
+    }
+    match endpoint {
+        Endpoint::MutatePod => match decode::<Pod>(&value) {
+            Ok(request) => mutate(&request, decider, roll),
+            Err(reason) => invalid(Some(&value), reason),
+        },
+        Endpoint::ValidatePod => match decode::<Pod>(&value) {
+            Ok(request) => {
+                let violations = match (&request.operation, &request.object) {
+                    (Operation::Create | Operation::Update, Some(pod)) => {
+                        validate_pod(pod, request.old_object.as_ref(), decider.pod_validation)
+                    }
+                    _ => Vec::new(),
+                };
+                judged(&request, &violations)
+            }
+            Err(reason) => invalid(Some(&value), reason),
+        },
+        Endpoint::ValidateConfigMap => match decode::<ConfigMap>(&value) {
+            Ok(request) => {
+                let violations = match (&request.operation, &request.object) {
+                    (Operation::Create | Operation::Update, Some(config_map)) => {
+                        crate::validate::configmap::validate_config_map_request(
+                            config_map,
+                            request.old_object.as_ref(),
+                            &request.namespace,
+                            decider,
+                        )
+                    }
+                    _ => Vec::new(),
+                };
+                judged(&request, &violations)
+            }
+            Err(reason) => invalid(Some(&value), reason),
+        },
+        Endpoint::ValidateProfile => match decode::<DynamicObject>(&value) {
+            Ok(request) => {
+                let violations = match (
+                    &request.operation,
+                    request.object.as_ref().map(serde_json::to_value),
+                ) {
+                    (Operation::Create | Operation::Update, Some(Ok(object))) => validate_profile(&object),
+                    (_, Some(Err(error))) => vec![Violation::new("object", error.to_string())],
+                    _ => Vec::new(),
+                };
+                judged(&request, &violations)
+            }
+            Err(reason) => invalid(Some(&value), reason),
+        },
+    }
+}
+
+fn decode<K>(value: &Value) -> Result<AdmissionRequest<K>, String>
+where
+    K: kube::Resource + serde::de::DeserializeOwned,
+{
+    let review = AdmissionReview::<K>::deserialize(value)
+        .map_err(|error| format!("the AdmissionReview does not decode: {error}"))?;
+    review
+        .try_into()
+        .map_err(|_| "the AdmissionReview has no request".to_string())
+}
+
+use serde::Deserialize;
+
+fn finish<K: kube::Resource>(
+    request: &AdmissionRequest<K>,
+    response: AdmissionResponse,
+    outcome: Outcome,
+) -> Answer {
+    Answer {
+        review: response.into_review(),
+        operation: operation_label(&request.operation),
+        outcome,
+    }
+}
+
+fn judged<K: kube::Resource>(request: &AdmissionRequest<K>, violations: &[Violation]) -> Answer {
+    if violations.is_empty() {
+        finish(request, AdmissionResponse::from(request), Outcome::Allowed)
+    } else {
+        let message = denial_message(violations);
+        tracing::info!(uid = %request.uid, name = %request.name, %message, "denied");
+        finish(
+            request,
+            AdmissionResponse::from(request).deny(message),
+            Outcome::Denied,
+        )
+    }
+}
+
+fn mutate(request: &AdmissionRequest<Pod>, decider: &Decider, roll: &mut dyn FnMut() -> u32) -> Answer {
+    let response = AdmissionResponse::from(request);
+    let (Operation::Create, Some(pod)) = (&request.operation, &request.object) else {
+        return finish(request, response, Outcome::Allowed);
+    };
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let mutation = match mutate_pod(pod, namespace, decider.view.as_ref(), decider.mutation, roll) {
+        Ok(mutation) => mutation,
+        Err(error) => {
+            tracing::warn!(uid = %request.uid, %error, "pod mutation denied");
+            return finish(request, response.deny(error.to_string()), Outcome::Denied);
+        }
+    };
+    let warnings: Vec<String> = mutation
+        .profiles
+        .iter()
+        .filter(|outcome| outcome.reason.starts_with("invalid"))
+        .map(|outcome| format!("ClusterColocationProfile {}: {}", outcome.name, outcome.reason))
+        .collect();
+    for warning in &warnings {
+        tracing::warn!(%warning, "profile skipped");
+    }
+    let mut response = response;
+    if !warnings.is_empty() {
+        response.warnings = Some(warnings);
+    }
+    if mutation.patch.0.is_empty() {
+        return finish(request, response, Outcome::Allowed);
+    }
+    match response.clone().with_patch(mutation.patch) {
+        Ok(patched) => finish(request, patched, Outcome::Patched),
+        Err(error) => finish(request, response.deny(error.to_string()), Outcome::Denied),
+    }
+}
+
+/// Serialises a review the way Go clients write one: kube-core serialises `response.patch`
+/// (a `Vec<u8>`) as an array of numbers, which Go happens to accept, but the canonical form of
+/// a byte field is a base64 string, which every API server implementation accepts.
+pub fn to_wire_json(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json::Error> {
+    use base64::Engine;
+    let mut value = serde_json::to_value(review)?;
+    if let Some(patch) = value.pointer_mut("/response/patch")
+        && let Some(bytes) = patch.as_array().map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_u64().and_then(|byte| u8::try_from(byte).ok()))
+                .collect::<Vec<u8>>()
+        })
+    {
+        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    }
+    serde_json::to_vec(&value)
+}

@@ -1,0 +1,227 @@
+//! The webhook against the embedded API server: the API server calls it over HTTPS with the
+//! caBundle the webhook injected itself (Secret mode), exactly as in a real cluster.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use koord_testcluster::{ClusterOptions, TestCluster};
+use koord_webhook::cli::Cli;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+
+const NS: &str = "koordinator-system";
+const SERVICE: &str = "koordinator-webhook-service";
+
+fn webhook_configurations() -> [Value; 2] {
+    let client_config =
+        |path: &str| json!({"service": {"namespace": NS, "name": SERVICE, "path": path}, "caBundle": "Cg=="});
+    [
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "koordinator-mutating-webhook-configuration"},
+            "webhooks": [{
+                "name": "mpod.koordinator.sh", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Ignore", "timeoutSeconds": 5,
+                "namespaceSelector": {"matchExpressions": [{"key": "control-plane", "operator": "DoesNotExist"}]},
+                "clientConfig": client_config("/mutate-pod"),
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+            }]
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "koordinator-validating-webhook-configuration"},
+            "webhooks": [
+                {
+                    "name": "vpod.koordinator.sh", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "failurePolicy": "Ignore", "timeoutSeconds": 5,
+                    "clientConfig": client_config("/validate-pod"),
+                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+                },
+                {
+                    "name": "vconfigmap.koordinator.sh", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "failurePolicy": "Fail", "timeoutSeconds": 5,
+                    "clientConfig": client_config("/validate-configmap"),
+                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]
+                }
+            ]
+        }),
+    ]
+}
+
+fn objects() -> Vec<Value> {
+    let mut objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"control-plane": "koordinator"}}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "spark", "labels": {"koordinator.sh/enable-colocation": "true"}}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+    ];
+    for (name, value) in [
+        ("koord-prod", 9000),
+        ("koord-mid", 7000),
+        ("koord-batch", 5000),
+        ("koord-free", 3000),
+    ] {
+        objects.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}));
+    }
+    objects.push(serde_yaml::from_str(include_str!("fixtures/seed001_profile.yaml")).unwrap());
+    objects
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_in_the_embedded_cluster() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds");
+    cluster.install_crds_from_dir(crds).await.unwrap();
+    for object in objects().into_iter().chain(webhook_configurations()) {
+        cluster.apply_object(object).await.unwrap();
+    }
+    let client = cluster.client().unwrap();
+    let cli = Cli::parse_from([
+        "koord-webhook",
+        "--port=0",
+        "--bind-address=127.0.0.1",
+        "--namespace",
+        NS,
+        "--service-name",
+        SERVICE,
+    ]);
+    let mut registry = Registry::default();
+    let webhook = koord_webhook::serve::start(&cli.server, client.clone(), &mut registry)
+        .await
+        .unwrap();
+    cluster.register_service(NS, SERVICE, webhook.addr);
+    tokio::time::timeout(Duration::from_secs(20), webhook.caches_synced())
+        .await
+        .unwrap();
+
+    // Secret mode: the certificates are in the Secret and the CA went into the configurations.
+    let secret = Api::<Secret>::namespaced(client.clone(), NS)
+        .get("koordinator-webhook-certs")
+        .await
+        .unwrap();
+    let ca = secret.data.as_ref().unwrap()["ca-cert.pem"].0.clone();
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get("koordinator-mutating-webhook-configuration")
+        .await
+        .unwrap();
+    assert_eq!(
+        mutating.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .unwrap()
+            .0,
+        ca
+    );
+
+    // Profile + namespace label: the created pod comes back mutated.
+    let spark: Pod = serde_yaml::from_str(include_str!("fixtures/spark_pod.yaml")).unwrap();
+    let pods = Api::<Pod>::namespaced(client.clone(), "spark");
+    let created = pods.create(&PostParams::default(), &spark).await.unwrap();
+    let labels = created.metadata.labels.clone().unwrap();
+    assert_eq!(labels["koordinator.sh/qosClass"], "BE");
+    assert_eq!(labels["koordinator.sh/priority"], "1000");
+    let spec = created.spec.unwrap();
+    assert_eq!(spec.priority, Some(5000));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("koord-scheduler"));
+    assert_eq!(
+        spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()["kubernetes.io/batch-cpu"]
+            .0,
+        "1000"
+    );
+
+    // An invalid ConfigMap update is rejected with the precise message.
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), NS);
+    let good: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "slo-controller-config", "namespace": NS},
+        "data": {"colocation-config": "{\"enable\": true}"}
+    }))
+    .unwrap();
+    config_maps.create(&PostParams::default(), &good).await.unwrap();
+    let bad = json!({"data": {"cpu-burst-config":
+        "{\"podStrategies\": [{\"podSelector\": {\"matchLabels\": {\"a\": \"b\"}}, \"cpuBurstConfig\": {\"cpuBurstPercent\": 0}}]}"}});
+    let error = config_maps
+        .patch(
+            "slo-controller-config",
+            &PatchParams::default(),
+            &Patch::Merge(&bad),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("cpu-burst-config: podStrategies[0].cpuBurstConfig.cpuBurstPercent: 0 is below 1"),
+        "{error}"
+    );
+
+    // Webhook down + failurePolicy Ignore: pods are still created (unmutated).
+    webhook.handle.shutdown();
+    let _ = webhook.task.await;
+    let mut second = serde_yaml::from_str::<Pod>(include_str!("fixtures/spark_pod.yaml")).unwrap();
+    second.metadata.name = Some("spark-pi-driver-2".into());
+    let created = pods.create(&PostParams::default(), &second).await.unwrap();
+    assert!(
+        !created
+            .metadata
+            .labels
+            .unwrap()
+            .contains_key("koordinator.sh/qosClass")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_converge_on_one_secret_and_renew_through_it() {
+    use jiff::{SignedDuration, Timestamp};
+    use koord_webhook::certs::bundle::{CertPolicy, service_dns_names};
+    use koord_webhook::certs::secret::ensure_secret;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    cluster
+        .apply_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        .await
+        .unwrap();
+    let client = cluster.client().unwrap();
+    let names = service_dns_names(SERVICE, NS);
+    let policy = CertPolicy::default();
+    let now = Timestamp::now();
+    // Four replicas start at once: exactly one creates the Secret, the others adopt it.
+    let replicas: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, names) = (client.clone(), names.clone());
+            tokio::spawn(async move { ensure_secret(client, NS, "race-certs", &names, now, &policy).await })
+        })
+        .collect();
+    let mut bundles = Vec::new();
+    for replica in replicas {
+        bundles.push(replica.await.unwrap().unwrap());
+    }
+    assert!(
+        bundles.windows(2).all(|pair| pair[0] == pair[1]),
+        "replicas disagree"
+    );
+
+    // 300 days later the serving certificate is renewed in the Secret; the CA stays.
+    let later = now + SignedDuration::from_hours(24 * 300);
+    let renewed = ensure_secret(client.clone(), NS, "race-certs", &names, later, &policy)
+        .await
+        .unwrap();
+    assert_eq!(renewed.ca_cert_pem, bundles[0].ca_cert_pem);
+    assert_ne!(renewed.cert_pem, bundles[0].cert_pem);
+    let again = ensure_secret(client, NS, "race-certs", &names, later, &policy)
+        .await
+        .unwrap();
+    assert_eq!(again, renewed, "a second sync keeps what is stored");
+}
