@@ -7,8 +7,11 @@
 //! No I/O and no Kubernetes client live here: every function is pure, so the manager, the
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
+pub mod config;
 pub mod names;
 pub mod nodeslo;
 pub mod schema;
+pub mod selector;
 
+pub use config::{SloConfig, resolve_node};
 pub use nodeslo::{NodeSLO, NodeSLOSpec};
