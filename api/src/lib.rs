@@ -8,10 +8,22 @@
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
 pub mod config;
+pub mod crds;
 pub mod names;
+pub mod nodemetric;
 pub mod nodeslo;
+pub mod priority;
+pub mod profile;
+pub mod qos;
+pub mod quantity;
+pub mod resources;
 pub mod schema;
 pub mod selector;
 
 pub use config::{SloConfig, resolve_node};
+pub use nodemetric::{NodeMetric, NodeMetricSpec, NodeMetricStatus};
 pub use nodeslo::{NodeSLO, NodeSLOSpec};
+pub use priority::PriorityClass;
+pub use profile::{ClusterColocationProfile, ClusterColocationProfileSpec};
+pub use qos::{KubeQoSClass, QoSClass};
+pub use quantity::{ExactQuantity, QuantityError, ResourceAmounts, ResourceList};

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 #[kube(
     group = "slo.koordinator.sh",
     version = "v1alpha1",
+    derive = "PartialEq",
     kind = "NodeSLO",
+    doc = "NodeSLO: the QoS strategies koordlet enforces on one node (named like the Node), derived by koord-manager from the slo-controller-config ConfigMap.",
     plural = "nodeslos",
     status = "NodeSLOStatus",
     printcolumn = r#"{"name":"Suppress","type":"string","jsonPath":".spec.resourceUsedThresholdWithBE.cpuSuppressPolicy","description":"BE CPU suppress policy"}"#,
@@ -504,6 +506,7 @@ pub struct SystemStrategy {
     pub page_cache_limit_enabled: Option<i64>,
     /// Total network bandwidth of the node; `"0"` when unknown (always serialized, as upstream).
     #[serde(default = "zero_quantity")]
+    #[schemars(schema_with = "crate::schema::required_quantity")]
     pub total_network_bandwidth: Quantity,
 }
 

@@ -2,10 +2,21 @@
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-/// An object whose keys and values are kept verbatim (`x-kubernetes-preserve-unknown-fields`).
+/// An optional object whose keys and values are kept verbatim
+/// (`x-kubernetes-preserve-unknown-fields`); for `Option` fields, so it is nullable.
 pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
+        "nullable": true,
         "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// A quantity that is always present (`x-kubernetes-int-or-string`, explicitly not nullable, so
+/// the API server never stores a `null` the Rust type could not read back).
+pub fn required_quantity(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "nullable": false,
+        "x-kubernetes-int-or-string": true
     })
 }
