@@ -11,3 +11,8 @@
 //! cluster, call it, and act.
 
 pub mod batch;
+pub mod calc;
+pub mod config_state;
+pub mod desired;
+pub mod plan;
+pub mod snapshot;

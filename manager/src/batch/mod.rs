@@ -86,7 +86,7 @@ pub enum BatchOutcome {
         /// batch-cpu (milli-cores) and batch-memory (bytes), before third-party allocations.
         amounts: Amounts,
         /// The formula's terms.
-        explain: Explain,
+        explain: Box<Explain>,
     },
 }
 
@@ -132,7 +132,10 @@ pub fn calculate(
     let reclaim = Amounts::new(strategy.cpu_reclaim_percent, strategy.memory_reclaim_percent);
     let terms = collect_terms(node, pods, report, system_usage, reclaim);
     let (amounts, explain) = apply_policies(&terms, strategy);
-    BatchOutcome::Allocatable { amounts, explain }
+    BatchOutcome::Allocatable {
+        amounts,
+        explain: Box::new(explain),
+    }
 }
 
 /// Applies each resource's policy, the floor at 0 and the threshold cap to the terms.

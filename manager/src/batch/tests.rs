@@ -403,7 +403,7 @@ fn degrade_cases() {
 fn third_party_batch_allocations_are_subtracted_and_floored() {
     let outcome = BatchOutcome::Allocatable {
         amounts: Amounts::new(50_000, 120 * GI),
-        explain: apply_policies(&Terms::default(), &strategy()).1,
+        explain: Box::new(apply_policies(&Terms::default(), &strategy()).1),
     };
     let status = publish(&outcome, Amounts::new(10_000, 10 * GI));
     assert_eq!(status.published, Some(Amounts::new(40_000, 110 * GI)));
