@@ -12,7 +12,13 @@
 
 pub mod batch;
 pub mod calc;
+pub mod cli;
 pub mod config_state;
+pub mod controllers;
 pub mod desired;
+pub mod leader;
+pub mod metrics;
 pub mod plan;
+pub mod pod_index;
+pub mod run;
 pub mod snapshot;
