@@ -1,0 +1,48 @@
+//! From a calculation outcome to what the Node carries: batch capacity = allocatable, minus
+//! third-party allocations, plus the `originExtendedAllocatable` annotation.
+
+use std::collections::BTreeMap;
+
+use koord_api::names::{RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY};
+
+use super::{Amounts, BatchOutcome};
+
+/// The batch resources a Node should carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchStatus {
+    /// Value for both `status.capacity` and `status.allocatable`; `None` removes the resources.
+    pub published: Option<Amounts>,
+    /// Batch allocatable before third-party allocations (0 when removed), for the
+    /// `node.koordinator.sh/originExtendedAllocatable` annotation.
+    pub origin: Amounts,
+}
+
+/// Subtracts the batch share of third-party allocations (e.g. YARN) from the outcome.
+pub fn publish(outcome: &BatchOutcome, third_party_batch: Amounts) -> BatchStatus {
+    match outcome.amounts() {
+        None => BatchStatus {
+            published: None,
+            origin: Amounts::ZERO,
+        },
+        Some(amounts) => {
+            let origin = amounts.floor_zero();
+            BatchStatus {
+                published: Some(origin.minus(third_party_batch).floor_zero()),
+                origin,
+            }
+        }
+    }
+}
+
+impl BatchStatus {
+    /// The `originExtendedAllocatable` annotation value, upstream's JSON shape.
+    pub fn origin_annotation(&self) -> String {
+        let resources: BTreeMap<&str, String> = [
+            (RESOURCE_BATCH_CPU, self.origin.cpu.to_string()),
+            (RESOURCE_BATCH_MEMORY, self.origin.memory.to_string()),
+        ]
+        .into_iter()
+        .collect();
+        serde_json::json!({ "resources": resources }).to_string()
+    }
+}

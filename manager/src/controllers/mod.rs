@@ -1,0 +1,112 @@
+//! The three controllers and what they share: [`Context`], errors, `error_policy`.
+//!
+//! Each controller is keyed by Node name and follows observe → decide → act: it reads the
+//! Node and the current child object, asks a pure function in [`crate::desired`] or
+//! [`crate::plan`] what should be, and writes only the difference — and only while this
+//! replica holds the Lease.
+
+pub mod config_watch;
+pub mod nodemetric;
+pub mod noderesource;
+pub mod nodeslo;
+pub mod usage_index;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use jiff::Timestamp;
+use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::OwnerReference};
+use kube::{
+    Client, Resource,
+    runtime::{controller::Action, events::Recorder},
+};
+
+use crate::{
+    config_state::ConfigState, leader::Leadership, metrics::Metrics, pod_index::PodIndex,
+    snapshot::FieldError,
+};
+
+pub use usage_index::UsageIndex;
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call to the API server failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// An object field could not be read.
+    #[error("node {node}: {source}")]
+    Field {
+        /// The node.
+        node: String,
+        /// The bad field.
+        source: FieldError,
+    },
+    /// The object has no name.
+    #[error("object without a name")]
+    Unnamed,
+}
+
+impl Error {
+    /// A short category for metric labels.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Field { .. } => "field",
+            Error::Unnamed => "unnamed",
+        }
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The ConfigMap as last seen, per key.
+    pub config: Arc<RwLock<ConfigState>>,
+    /// Whether this replica may write.
+    pub leadership: Leadership,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Publishes Events.
+    pub recorder: Recorder,
+    /// Pods per node (noderesource).
+    pub pods: PodIndex,
+    /// NodeMetric reports per node (noderesource).
+    pub usage: UsageIndex,
+    /// When this process last wrote each node's batch resources.
+    pub last_batch_write: Mutex<HashMap<String, Timestamp>>,
+    /// How often noderesource re-checks a node without events (staleness, refresh).
+    pub resync: Duration,
+}
+
+impl Context {
+    /// A snapshot of the config state (cloned so no lock is held across awaits).
+    pub fn config(&self) -> ConfigState {
+        self.config
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+}
+
+/// Logs, counts, and retries a failed reconcile.
+pub fn error_policy(controller: &'static str, node: &Node, error: &Error, ctx: &Context) -> Action {
+    let name = node.meta().name.as_deref().unwrap_or("");
+    tracing::warn!(controller, node = name, %error, "reconcile failed");
+    ctx.metrics.reconcile_failed(controller, error.metric_label());
+    Action::requeue(Duration::from_secs(15))
+}
+
+/// An ownerReference to the Node, so that the API server garbage-collects the child with it.
+pub fn node_owner(node: &Node) -> Option<OwnerReference> {
+    node.controller_owner_ref(&())
+}
+
+/// The node's name, or an error.
+pub fn name_of(node: &Node) -> Result<String, Error> {
+    node.metadata.name.clone().ok_or(Error::Unnamed)
+}

@@ -1,0 +1,161 @@
+//! noderesource: `kubernetes.io/batch-cpu` / `batch-memory` in Node status.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use koord_api::names;
+use kube::{
+    Api, Resource,
+    api::{Patch, PatchParams},
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+    },
+};
+use serde_json::{Value, json};
+
+use super::{Context, Error, name_of};
+use crate::{
+    batch::{self, BatchOutcome, BatchStatus, UpdateDecision},
+    desired,
+    metrics::BatchLabels,
+    plan::{NodeBatchPlan, plan_node_batch},
+    snapshot,
+};
+
+/// Controller name, in metrics and logs.
+pub const NAME: &str = "noderesource";
+
+/// Field manager of the Node status patches.
+const FIELD_MANAGER: &str = "koord-manager";
+
+fn resource_patch(status: &BatchStatus) -> Value {
+    let entries = match status.published {
+        Some(amounts) => json!({
+            names::RESOURCE_BATCH_CPU: amounts.cpu.to_string(),
+            names::RESOURCE_BATCH_MEMORY: amounts.memory.to_string(),
+        }),
+        None => json!({ names::RESOURCE_BATCH_CPU: null, names::RESOURCE_BATCH_MEMORY: null }),
+    };
+    json!({ "status": { "capacity": entries, "allocatable": entries } })
+}
+
+/// Recomputes the node's batch resources and writes them when the change is worth it.
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile_started(NAME);
+    let state = ctx.config();
+    if !state.is_loaded() || !ctx.leadership.is_leader() || !ctx.pods.is_ready() {
+        return Ok(Action::requeue(ctx.resync));
+    }
+    let name = name_of(&node)?;
+    let now = Timestamp::now();
+    let effective = desired::effective(&state, &node);
+    let pods = ctx.pods.pods_on(&name);
+    let report = match ctx.usage.report(&name) {
+        None => None,
+        Some(Ok(report)) => Some(report),
+        Some(Err(source)) => return Err(Error::Field { node: name, source }),
+    };
+    let field_error = |source| Error::Field {
+        node: name.clone(),
+        source,
+    };
+    let plan =
+        plan_node_batch(&state, &effective, &node, &pods, report.as_ref(), now).map_err(field_error)?;
+    let NodeBatchPlan::Decided {
+        strategy,
+        outcome,
+        status,
+    } = plan
+    else {
+        tracing::debug!(node = %name, "colocation-config has no good value yet; node left untouched");
+        return Ok(Action::requeue(ctx.resync));
+    };
+    let (capacity, allocatable) = snapshot::published_batch(&node).map_err(field_error)?;
+    let last_write = ctx
+        .last_batch_write
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&name)
+        .copied();
+    let decision = batch::decide_update(
+        capacity,
+        allocatable,
+        status.published,
+        last_write,
+        now,
+        &strategy,
+    );
+    let UpdateDecision::Write(reason) = decision else {
+        return Ok(Action::requeue(ctx.resync));
+    };
+
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_status(&name, &params, &Patch::Merge(resource_patch(&status)))
+        .await?;
+    let origin = json!({ "metadata": { "annotations": {
+        names::ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: status.origin_annotation() } } });
+    api.patch(&name, &params, &Patch::Merge(origin)).await?;
+    ctx.last_batch_write
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name.clone(), now);
+    ctx.metrics.batch_writes.inc();
+    let published = status.published.unwrap_or_default();
+    for (resource, value) in [("cpu", published.cpu), ("memory", published.memory)] {
+        let labels = BatchLabels {
+            node: name.clone(),
+            resource: resource.to_owned(),
+        };
+        ctx.metrics.batch_allocatable.get_or_create(&labels).set(value);
+    }
+    explain(&ctx, &node, &name, &outcome, &status, reason).await;
+    Ok(Action::requeue(ctx.resync))
+}
+
+/// One log line and one Node Event with the formula's terms.
+async fn explain(
+    ctx: &Context,
+    node: &Node,
+    name: &str,
+    outcome: &BatchOutcome,
+    status: &BatchStatus,
+    reason: batch::UpdateReason,
+) {
+    let (event_reason, note) = match outcome {
+        BatchOutcome::Disabled => (
+            "BatchResourceRemoved",
+            "colocation is disabled for this node".to_owned(),
+        ),
+        BatchOutcome::Degraded(why) => ("BatchResourceDegraded", format!("batch resources removed: {why}")),
+        BatchOutcome::Allocatable { explain, .. } => {
+            let third_party = match status.published {
+                Some(p) if p.cpu != status.origin.cpu || p.memory != status.origin.memory => {
+                    format!(
+                        "; after third-party allocations: batch-cpu {}, batch-memory {}",
+                        p.cpu, p.memory
+                    )
+                }
+                _ => String::new(),
+            };
+            ("BatchResourceUpdated", format!("{explain}{third_party}"))
+        }
+    };
+    tracing::info!(node = name, reason = ?reason, "{event_reason}: {note}");
+    let event = Event {
+        type_: EventType::Normal,
+        reason: event_reason.to_owned(),
+        // The Events API caps notes at 1 KiB.
+        note: Some(note.chars().take(1000).collect()),
+        action: "UpdateNodeStatus".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &node.object_ref(&())).await {
+        tracing::warn!(node = name, %error, "could not publish the batch Event");
+    }
+}

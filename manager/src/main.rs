@@ -1,0 +1,66 @@
+//! The koord-manager binary: flags, logging, then [`koord_manager::run::run`] or `calc`.
+
+use std::{io::Read, process::ExitCode};
+
+use clap::Parser;
+use koord_manager::{
+    calc,
+    cli::{CalcArgs, Cli, Command},
+    run,
+};
+
+/// `calc` exit code for bad input.
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn calc_command(args: &CalcArgs) -> ExitCode {
+    let input = if args.file == "-" {
+        let mut buffer = String::new();
+        std::io::stdin().read_to_string(&mut buffer).map(|_| buffer)
+    } else {
+        std::fs::read_to_string(&args.file)
+    };
+    let input = match input {
+        Ok(input) => input,
+        Err(error) => {
+            eprintln!("koord-manager calc: cannot read {}: {error}", args.file);
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let now = match args.now.as_deref().map(str::parse::<jiff::Timestamp>) {
+        None => jiff::Timestamp::now(),
+        Some(Ok(now)) => now,
+        Some(Err(error)) => {
+            eprintln!("koord-manager calc: --now is not an RFC 3339 time: {error}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    match calc::calc(&input, now) {
+        Ok(output) => match serde_json::to_string_pretty(&output) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("koord-manager calc: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(error) => {
+            eprintln!("koord-manager calc: {}: {error}", args.file);
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<ExitCode> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    if let Some(Command::Calc(args)) = &cli.command {
+        return Ok(calc_command(args));
+    }
+    koord_runtime::init_logging(cli.run.log_format, "info")?;
+    let client = run::client(&cli.run).await?;
+    run::run(cli.run, client, koord_runtime::shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
