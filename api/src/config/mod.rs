@@ -50,7 +50,7 @@ pub use error::{ConfigError, ConfigWarning, KeyError, Rule, WarningKind};
 pub use layer::{Layered, NodeEntry};
 pub use node::{EffectiveNodeConfig, NodeNote, resolve_node};
 pub use parse::{KeyParse, ParsedConfig, SloConfig};
-pub use pod_burst::{BurstSource, PodBurstDecision, resolve_pod_burst};
+pub use pod_burst::{BurstSource, PodBurstDecision, resolve_pod_burst, resolve_pod_burst_for};
 pub use types::{
     CpuBurstCfg, CpuNormalizationStrategy, HostApplicationCfg, ModelRatioCfg, ResourceAmplificationStrategy,
     ResourceQosCfg, ResourceThresholdCfg, SystemCfg,
