@@ -152,18 +152,26 @@ pub(crate) fn layer<S: Serialize + DeserializeOwned>(
             Value::Object(m)
         }
     };
+    let mut top_level_pods = false;
     if let (Shape::Envelope { pods: true, .. }, Some(pods)) = (shape, root.get("podStrategies"))
         && !pods.is_null()
         && let Value::Object(m) = &mut cluster_v
     {
         m.insert("podStrategies".to_owned(), pods.clone());
+        top_level_pods = true;
     }
     let mut merged_cluster = serde_json::to_value(default)
         .map_err(|e| vec![ConfigError::new(key, "", Rule::WrongType(e.to_string()))])?;
     deep_merge(&mut merged_cluster, &cluster_v);
     let mut errors = Vec::new();
     let cluster: Option<S> = typed(key, key.cluster_path(), merged_cluster.clone())
-        .map_err(|e| errors.push(e))
+        .map_err(|mut e| {
+            // Name top-level pod strategies where the user wrote them.
+            if top_level_pods && let Some(rest) = e.path.strip_prefix("clusterStrategy.podStrategies") {
+                e.path = format!("podStrategies{rest}");
+            }
+            errors.push(e)
+        })
         .ok();
 
     let mut nodes = Vec::new();

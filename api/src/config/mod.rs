@@ -23,7 +23,21 @@
 //! default ⊕ `clusterStrategy` (flat keys: the top-level fields); node entry = merged cluster ⊕
 //! the entry's fields. `cpu-burst-config` node entries may also nest their fields under
 //! `cpuBurstStrategy` (seed 000); nested fields overlay inline ones. Its top-level
-//! `podStrategies` belong to the cluster layer, so a node entry may replace the list.
+//! `podStrategies` belong to the cluster layer (replacing `clusterStrategy.podStrategies` if
+//! both are given), so a node entry may replace the list.
+//!
+//! # Deliberate differences from upstream
+//! - Semantic validation runs in the manager too: a key that parses but breaks a rule keeps
+//!   its last good value like a key that does not parse (upstream validates only in the
+//!   webhook, and for colocation replaces an invalid node entry by the cluster strategy).
+//! - A node-entry selector that does not parse makes the key invalid (upstream skips the entry).
+//! - A blank key is its default (upstream: JSON error except for colocation).
+//! - Unset fields of a node entry always inherit, including `totalNetworkBandwidth`.
+//! - Node overrides that do not parse or would leave the valid range are ignored with a note
+//!   (see [`node`]); a bad network-bandwidth annotation no longer drops the system strategy.
+//! - Webhook-only rules (empty selectors, overlaps, names) are separate functions
+//!   ([`node_entry_problems`], [`node_entry_name_errors`]) so the manager keeps upstream's
+//!   tolerant semantics (`{}` matches all, no selector matches none).
 
 mod admission;
 mod canonical;
@@ -50,7 +64,7 @@ pub use error::{ConfigError, ConfigWarning, KeyError, Rule, WarningKind};
 pub use layer::{Layered, NodeEntry};
 pub use node::{EffectiveNodeConfig, NodeNote, resolve_node};
 pub use parse::{KeyParse, ParsedConfig, SloConfig};
-pub use pod_burst::{BurstSource, PodBurstDecision, resolve_pod_burst};
+pub use pod_burst::{BurstSource, PodBurstDecision, resolve_pod_burst, resolve_pod_burst_for};
 pub use types::{
     CpuBurstCfg, CpuNormalizationStrategy, HostApplicationCfg, ModelRatioCfg, ResourceAmplificationStrategy,
     ResourceQosCfg, ResourceThresholdCfg, SystemCfg,

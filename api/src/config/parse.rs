@@ -197,12 +197,15 @@ impl ParsedConfig {
     }
 }
 
+/// The canonical top-level object of a key and the result of its typed shape check.
+type ReadKey<C> = (serde_json::Map<String, Value>, Result<C, Vec<ConfigError>>);
+
 /// Step 1-3 of every key: JSON, top-level object, canonical field names, typed shape check.
 fn read_key<C: JsonSchema + DeserializeOwned>(
     key: ConfigKey,
     raw: &str,
     warnings: &mut Vec<ConfigWarning>,
-) -> Result<(serde_json::Map<String, Value>, C), Vec<ConfigError>> {
+) -> Result<ReadKey<C>, Vec<ConfigError>> {
     let mut value: Value = serde_json::from_str(raw)
         .map_err(|e| vec![ConfigError::new(key, "", Rule::InvalidJson(e.to_string()))])?;
     if !value.is_object() {
@@ -216,7 +219,7 @@ fn read_key<C: JsonSchema + DeserializeOwned>(
         return Err(vec![ConfigError::new(key, "", Rule::NotAnObject(found))]);
     }
     warnings.extend(canonicalize::<C>(&mut value, key.name(), ""));
-    let typed: C = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+    let typed: Result<C, _> = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let path = e.path().to_string();
         let path = if path == "." { String::new() } else { path };
         vec![ConfigError::new(
@@ -224,7 +227,7 @@ fn read_key<C: JsonSchema + DeserializeOwned>(
             path,
             Rule::WrongType(e.into_inner().to_string()),
         )]
-    })?;
+    });
     match value {
         Value::Object(m) => Ok((m, typed)),
         _ => Err(Vec::new()),
@@ -267,7 +270,10 @@ where
     };
     let mut warnings = Vec::new();
     let result = read_key::<C>(key, raw, &mut warnings).and_then(|(root, typed)| {
+        // The layered strategies are deserialized without `flatten`, so their type errors carry
+        // the full field path; the whole-key check catches what layering does not look at.
         let l = layer(key, &default, &root, shape)?;
+        let typed = typed?;
         let errors = check::layered(key, &l, |s, c, is_cluster| rules(s, c, is_cluster, &typed));
         if errors.is_empty() { Ok(l) } else { Err(errors) }
     });
@@ -281,6 +287,7 @@ fn host_applications(data: &BTreeMap<String, String>) -> KeyParse<Vec<HostApplic
     };
     let mut warnings = Vec::new();
     let result = read_key::<HostApplicationCfg>(key, raw, &mut warnings).and_then(|(_, cfg)| {
+        let cfg = cfg?;
         let l = Layered {
             cluster: cfg.applications.unwrap_or_default(),
             nodes: (cfg.node_configs.unwrap_or_default().into_iter().enumerate())

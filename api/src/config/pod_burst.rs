@@ -1,7 +1,7 @@
 //! Pod-level CPU burst (seed 000): which burst config a pod gets on a node.
 //!
 //! Order of precedence:
-//! - the first pod strategy that matches the pod (namespace unset = any; `podSelector` unset or
+//! - the first pod strategy that matches the pod (namespace unset or empty = any; `podSelector` unset or
 //!   `{}` = every pod) decides: with `overridePod: true` it is laid over the pod's
 //!   `koordinator.sh/cpuBurst` annotation (the strategy wins), with `false` (or unset) the
 //!   annotation is laid over the strategy (the annotation wins); both over the node config;
@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use super::canonical::canonicalize;
@@ -84,7 +85,11 @@ pub fn resolve_pod_burst(
         };
     let mut skipped_strategies = Vec::new();
     for (index, strategy) in node.pod_strategies.iter().flatten().enumerate() {
-        if strategy.namespace.as_deref().is_some_and(|ns| ns != namespace) {
+        if strategy
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| !ns.is_empty() && ns != namespace)
+        {
             continue;
         }
         let selected = match &strategy.pod_selector {
@@ -130,4 +135,13 @@ pub fn resolve_pod_burst(
         annotation_error,
         skipped_strategies,
     }
+}
+
+/// [`resolve_pod_burst`] for a Kubernetes Pod object.
+pub fn resolve_pod_burst_for(node: &CpuBurstStrategy, pod: &Pod) -> PodBurstDecision {
+    let empty = BTreeMap::new();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+    resolve_pod_burst(node, namespace, labels, annotations)
 }

@@ -1,5 +1,6 @@
 //! Tests of the `slo-controller-config` parse, merge, validation and per-node result.
 
+mod bench;
 mod defaults;
 mod merge;
 mod pod_burst;

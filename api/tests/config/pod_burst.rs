@@ -1,7 +1,9 @@
 //! Pod-level CPU burst resolution (seed 000 semantics).
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use koord_api::config::{BurstSource, resolve_pod_burst};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use koord_api::config::{BurstSource, resolve_pod_burst, resolve_pod_burst_for};
 use koord_api::nodeslo::{CpuBurstConfig, CpuBurstPodStrategy, CpuBurstPolicy, CpuBurstStrategy};
 use pretty_assertions::assert_eq;
 
@@ -182,4 +184,35 @@ fn first_match_wins_unset_namespace_and_empty_selector_match_all() {
         }
     );
     assert_eq!(d.config.cpu_burst_percent, Some(42));
+}
+
+#[test]
+fn pod_object_and_empty_namespace_strategy() {
+    let any_ns = CpuBurstPodStrategy {
+        namespace: Some(String::new()),
+        ..payment(true)
+    };
+    let s = node_strategy(vec![any_ns]);
+    let pod = Pod {
+        metadata: ObjectMeta {
+            namespace: Some("shop".to_owned()),
+            labels: Some(map(&[("app", "payment")])),
+            annotations: Some(map(&[(ANNOTATION, r#"{"cfsQuotaBurstPercent": 250}"#)])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let d = resolve_pod_burst_for(&s, &pod);
+    assert_eq!(
+        d.source,
+        BurstSource::PodStrategy {
+            index: 0,
+            override_pod: true,
+            with_annotation: true
+        }
+    );
+    assert_eq!(d.config.cpu_burst_percent, Some(100));
+    assert_eq!(d.config.cfs_quota_burst_percent, Some(250));
+    let d = resolve_pod_burst_for(&s, &Pod::default());
+    assert_eq!(d.source, BurstSource::Node);
 }

@@ -473,3 +473,52 @@ fn webhook_name_check() {
         ]
     );
 }
+
+#[test]
+fn type_errors_name_the_field() {
+    let cases = [
+        (
+            "resource-threshold-config",
+            r#"{"nodeStrategies": [{"nodeSelector": {}, "cpuSuppressThresholdPercent": "high"}]}"#,
+            r#"resource-threshold-config: nodeStrategies[0].cpuSuppressThresholdPercent: invalid type: string "high", expected i64"#,
+        ),
+        (
+            "resource-threshold-config",
+            r#"{"clusterStrategy": {"cpuSuppressThresholdPercent": 1.5}}"#,
+            "resource-threshold-config: clusterStrategy.cpuSuppressThresholdPercent: invalid type: floating point `1.5`, expected i64",
+        ),
+        (
+            "colocation-config",
+            r#"{"enable": "yes"}"#,
+            r#"colocation-config: enable: invalid type: string "yes", expected a boolean"#,
+        ),
+        (
+            "colocation-config",
+            r#"{"nodeConfigs": [{"nodeSelector": {"matchLabels": {"a": 1}}}]}"#,
+            "colocation-config: nodeConfigs[0].nodeSelector.matchLabels.a: invalid type: integer `1`, expected a string",
+        ),
+        (
+            "cpu-burst-config",
+            r#"{"podStrategies": [{"overridePod": "true"}]}"#,
+            r#"cpu-burst-config: podStrategies[0].overridePod: invalid type: string "true", expected a boolean"#,
+        ),
+        (
+            "resource-qos-config",
+            r#"{"clusterStrategy": {"lsClass": {"networkQOS": {"ingressRequest": [1]}}}}"#,
+            "resource-qos-config: clusterStrategy.lsClass.networkQOS.ingressRequest: invalid type: sequence, expected IntOrString",
+        ),
+        (
+            "colocation-config",
+            r#"{"enable": true,}"#,
+            "colocation-config: invalid JSON: trailing comma at line 1 column 17",
+        ),
+        (
+            "system-config",
+            r#"{"nodeStrategies": {}}"#,
+            "system-config: nodeStrategies: expected an array, found an object",
+        ),
+    ];
+    for (key, json, want) in cases {
+        assert_eq!(errors(key, json), vec![want.to_owned()], "{key} {json}");
+    }
+}
