@@ -128,6 +128,9 @@ impl<'a> Walker<'a> {
             return true;
         }
         let schema = self.resolve(schema);
+        if schema.get("pattern").and_then(Value::as_str) == Some(crate::schema::QUANTITY_PATTERN) {
+            return true;
+        }
         ["allOf", "anyOf", "oneOf"].iter().any(|c| {
             schema
                 .get(*c)
