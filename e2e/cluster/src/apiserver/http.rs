@@ -106,6 +106,13 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
             .to_string()
     };
     let accept = header(header::ACCEPT);
+    let content_type = header(header::CONTENT_TYPE);
+    if !body.is_empty() && (content_type.contains("protobuf") || content_type.contains("cbor")) {
+        // client-go falls back to JSON after a 415.
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body content type {content_type:?} is not supported; send JSON"
+        )));
+    }
     let segs: Vec<&str> = parts.uri.path().split('/').filter(|s| !s.is_empty()).collect();
     let reg = st.server.store.registry();
     let (group, version, rest) = match segs.as_slice() {
