@@ -428,3 +428,25 @@ async fn garbage_requests_never_crash_the_server() {
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     pods.list(&ListParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn https_mode_serves_with_its_own_ca() {
+    let cluster = koord_testcluster::TestCluster::start(koord_testcluster::ClusterOptions {
+        https: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(cluster.url().starts_with("https://"));
+    assert!(cluster.kubeconfig_yaml().contains("certificate-authority-data"));
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cluster.client().unwrap());
+    let names: Vec<String> = nss
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(names.contains(&"kube-system".to_string()));
+}
