@@ -53,13 +53,9 @@ impl Kubectl {
         stdout.into_owned()
     }
 
-    /// `kubectl create namespace` sends protobuf, which the server does not decode; create from YAML.
+    /// `kubectl create namespace` (a protobuf body from kubectl's typed client).
     fn namespace(&self, ns: &str) {
-        let f = self.file(
-            &format!("{ns}.yaml"),
-            &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
-        );
-        self.ok(&["create", "-f", &f]);
+        self.ok(&["create", "namespace", ns]);
     }
 
     fn file(&self, name: &str, content: &str) -> String {
@@ -368,11 +364,7 @@ async fn kubectl_get_watch_streams_changes() {
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
     let name = unique("cm");
-    let f = k.file(
-        "cm.yaml",
-        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata: {{a: b}}\n"),
-    );
-    k.ok(&["create", "-n", &ns, "-f", &f]);
+    k.ok(&["create", "configmap", &name, "-n", &ns, "--from-literal=a=b"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let mut seen = false;
     while std::time::Instant::now() < deadline {
@@ -386,5 +378,20 @@ async fn kubectl_get_watch_streams_changes() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(seen, "kubectl get -w printed the new ConfigMap");
+    // Other protobuf-speaking generators.
+    let secret = unique("s");
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        &secret,
+        "-n",
+        &ns,
+        "--from-literal=k=v",
+    ]);
+    let data = k.ok(&["get", "secret", &secret, "-n", &ns, "-o", "jsonpath={.data.k}"]);
+    assert_eq!(data, "dg==");
+    let cm = k.ok(&["get", "configmap", &name, "-n", &ns, "-o", "jsonpath={.data.a}"]);
+    assert_eq!(cm, "b");
     drop(cluster);
 }
