@@ -10,7 +10,9 @@ use axum::Json;
 use axum::routing::post;
 use base64::Engine;
 use common::{cluster_with_namespace, pod};
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use koord_testcluster::SelfSignedCert;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -22,7 +24,8 @@ fn respond(review: &Value, allowed: bool, patch: Option<Value>, msg: &str) -> Js
     let mut resp = json!({"uid": uid, "allowed": allowed});
     if let Some(p) = patch {
         resp["patchType"] = json!("JSONPatch");
-        resp["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&p).unwrap()));
+        resp["patch"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&p).unwrap()));
     }
     if !allowed {
         resp["status"] = json!({"code": 403, "message": msg});
@@ -57,7 +60,12 @@ async fn start_webhook(names: &[&str]) -> (SocketAddr, SelfSignedCert, Cancellat
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cancel = CancellationToken::new();
-    tokio::spawn(koord_testcluster::apiserver::tls::serve_tls(listener, cert.server_config().unwrap(), app, cancel.clone()));
+    tokio::spawn(koord_testcluster::apiserver::tls::serve_tls(
+        listener,
+        cert.server_config().unwrap(),
+        app,
+        cancel.clone(),
+    ));
     (addr, cert, cancel)
 }
 
@@ -71,7 +79,13 @@ fn service_ref(ns: &str, name: &str, path: &str, ca: &str) -> Value {
 
 async fn label_namespace(client: &kube::Client, ns: &str) {
     let nss: Api<Namespace> = Api::all(client.clone());
-    nss.patch(ns, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"webhooks": "on"}}}))).await.unwrap();
+    nss.patch(
+        ns,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"webhooks": "on"}}})),
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -94,7 +108,10 @@ async fn mutating_and_validating_webhooks_over_tls() {
         }]
     }))
     .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone()).create(&PostParams::default(), &mwc).await.unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &mwc)
+        .await
+        .unwrap();
     let vwc: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": {"name": "koord-validating"},
         "webhooks": [{
@@ -105,33 +122,76 @@ async fn mutating_and_validating_webhooks_over_tls() {
         }]
     }))
     .unwrap();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone()).create(&PostParams::default(), &vwc).await.unwrap();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &vwc)
+        .await
+        .unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let p = pods.create(&PostParams::default(), &pod("m", &[])).await.unwrap();
     assert_eq!(p.metadata.labels.unwrap()["mutated"], "yes");
-    let p = pods.create(&PostParams::default(), &pod("s", &[("skip", "1")])).await.unwrap();
-    assert!(!p.metadata.labels.unwrap().contains_key("mutated"), "objectSelector excludes it");
-    let err = pods.create(&PostParams::default(), &pod("d", &[("deny", "1")])).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 403 && s.message.contains("labelled deny")), "{err:?}");
+    let p = pods
+        .create(&PostParams::default(), &pod("s", &[("skip", "1")]))
+        .await
+        .unwrap();
+    assert!(
+        !p.metadata.labels.unwrap().contains_key("mutated"),
+        "objectSelector excludes it"
+    );
+    let err = pods
+        .create(&PostParams::default(), &pod("d", &[("deny", "1")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403 && s.message.contains("labelled deny")),
+        "{err:?}"
+    );
     // Update rules apply too.
-    let err = pods.patch("m", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"deny": "x"}}}))).await.unwrap_err();
+    let err = pods
+        .patch(
+            "m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"deny": "x"}}})),
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 403));
     // Namespace without the label: not mutated.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "slo-controller-config"}, "data": {"ok": "1"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "slo-controller-config"}, "data": {"ok": "1"}}))
+            .unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
-    let err = cms.patch("slo-controller-config", &PatchParams::default(), &Patch::Merge(json!({"data": {"bad": "1"}}))).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 403), "ConfigMap update is validated: {err:?}");
+    let err = cms
+        .patch(
+            "slo-controller-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"bad": "1"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "ConfigMap update is validated: {err:?}"
+    );
     let plain: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let p = plain.create(&PostParams::default(), &pod(&common::unique("plain"), &[])).await.unwrap();
-    assert!(p.metadata.labels.unwrap_or_default().get("mutated").is_none(), "namespaceSelector excludes default");
+    let p = plain
+        .create(&PostParams::default(), &pod(&common::unique("plain"), &[]))
+        .await
+        .unwrap();
+    assert!(
+        !p.metadata.labels.unwrap_or_default().contains_key("mutated"),
+        "namespaceSelector excludes default"
+    );
 }
 
 async fn dead_webhook_with_policy(policy: &str) -> Result<Pod, kube::Error> {
     let (cluster, client, ns) = cluster_with_namespace().await;
     // A port nothing listens on.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     cluster.register_service("kube-system", "dead", dead);
     let cert = SelfSignedCert::generate(&["dead.kube-system.svc"]).unwrap();
     let mwc: MutatingWebhookConfiguration = serde_json::from_value(json!({
@@ -143,15 +203,23 @@ async fn dead_webhook_with_policy(policy: &str) -> Result<Pod, kube::Error> {
         }]
     }))
     .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone()).create(&PostParams::default(), &mwc).await.unwrap();
-    Api::<Pod>::namespaced(client, &ns).create(&PostParams::default(), &pod("x", &[])).await
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &mwc)
+        .await
+        .unwrap();
+    Api::<Pod>::namespaced(client, &ns)
+        .create(&PostParams::default(), &pod("x", &[]))
+        .await
 }
 
 #[tokio::test]
 async fn dead_webhook_failure_policy() {
     assert!(dead_webhook_with_policy("Ignore").await.is_ok());
     let err = dead_webhook_with_policy("Fail").await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 500 && s.message.contains("failed calling webhook")), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500 && s.message.contains("failed calling webhook")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -171,12 +239,22 @@ async fn ca_bundle_is_verified_and_url_configs_work() {
         .unwrap()
     };
     let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    mwcs.create(&PostParams::default(), &mk("wrong-ca", other.ca_bundle_base64())).await.unwrap();
+    mwcs.create(&PostParams::default(), &mk("wrong-ca", other.ca_bundle_base64()))
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let err = pods.create(&PostParams::default(), &pod("a", &[])).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 500), "an untrusted certificate fails the call: {err:?}");
+    let err = pods
+        .create(&PostParams::default(), &pod("a", &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "an untrusted certificate fails the call: {err:?}"
+    );
     mwcs.delete("wrong-ca", &Default::default()).await.unwrap();
-    mwcs.create(&PostParams::default(), &mk("right-ca", cert.ca_bundle_base64())).await.unwrap();
+    mwcs.create(&PostParams::default(), &mk("right-ca", cert.ca_bundle_base64()))
+        .await
+        .unwrap();
     let p = pods.create(&PostParams::default(), &pod("b", &[])).await.unwrap();
     assert_eq!(p.metadata.labels.unwrap()["mutated"], "yes");
 }

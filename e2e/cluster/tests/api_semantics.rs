@@ -428,3 +428,57 @@ async fn garbage_requests_never_crash_the_server() {
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     pods.list(&ListParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn https_mode_serves_with_its_own_ca() {
+    let cluster = koord_testcluster::TestCluster::start(koord_testcluster::ClusterOptions {
+        https: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(cluster.url().starts_with("https://"));
+    assert!(cluster.kubeconfig_yaml().contains("certificate-authority-data"));
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cluster.client().unwrap());
+    let names: Vec<String> = nss
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(names.contains(&"kube-system".to_string()));
+}
+
+#[tokio::test]
+async fn streaming_list_watcher_syncs() {
+    let (_c, client, ns) = cluster_with_namespace().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(&format!("s{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let (reader, writer) = reflector::store::<Pod>();
+    let cfg = watcher::Config::default().streaming_lists();
+    let task = tokio::spawn(
+        reflector(writer, watcher(pods.clone(), cfg))
+            .applied_objects()
+            .for_each(|_| async {}),
+    );
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reader.state().len(), 3);
+    pods.create(&PostParams::default(), &pod("s3", &[]))
+        .await
+        .unwrap();
+    eventually(10, "streamed watch sees the new pod", || {
+        let r = reader.clone();
+        async move { r.state().len() == 4 }
+    })
+    .await;
+    task.abort();
+}

@@ -106,6 +106,18 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
             .to_string()
     };
     let accept = header(header::ACCEPT);
+    let content_type = header(header::CONTENT_TYPE);
+    let body = if !body.is_empty() && (content_type.contains("protobuf") || content_type.contains("cbor")) {
+        // kubectl's typed clients send protobuf; decode the few kinds they create.
+        let decoded = super::proto::decode(&body).ok_or_else(|| {
+            ApiError::unsupported_media_type(format!(
+                "the body content type {content_type:?} is not supported for this kind; send JSON"
+            ))
+        })?;
+        Bytes::from(serde_json::to_vec(&decoded).map_err(|e| ApiError::internal(e.to_string()))?)
+    } else {
+        body
+    };
     let segs: Vec<&str> = parts.uri.path().split('/').filter(|s| !s.is_empty()).collect();
     let reg = st.server.store.registry();
     let (group, version, rest) = match segs.as_slice() {

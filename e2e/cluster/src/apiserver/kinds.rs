@@ -122,6 +122,10 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
             set(obj, "/status", json!({"phase": "Pending", "qosClass": qos}));
         }
         ("", "namespaces") => set(obj, "/status", json!({"phase": "Active"})),
+        ("scheduling.k8s.io", "priorityclasses") => {
+            set_default(obj, "/preemptionPolicy", json!("PreemptLowerPriority"));
+            set_default(obj, "/globalDefault", json!(false));
+        }
         ("", "services") => {
             set_default(obj, "/spec/type", json!("ClusterIP"));
             if obj

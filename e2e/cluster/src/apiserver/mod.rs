@@ -11,6 +11,7 @@ pub mod openapi;
 pub mod ops;
 pub mod patch;
 pub mod pods;
+pub mod proto;
 pub mod resource;
 pub mod selector;
 pub mod server;
