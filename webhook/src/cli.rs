@@ -139,8 +139,8 @@ pub struct ServerArgs {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, env = "KUBECONFIG")]
+    /// kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account).
+    #[arg(long, env = "WEBHOOK_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 }
 

@@ -88,6 +88,16 @@ async fn mutate_pod_ignores_update_and_sub_resources() {
     let (status, answer) = post(seed_view(), "/mutate-pod", serde_json::to_vec(&binding).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(response(&answer)["allowed"], true);
+    // A sub-resource object that does not look like a Pod at all is still allowed, uid echoed.
+    binding["request"]["object"] = json!({"target": {"name": "n"}});
+    let (_, answer) = post(
+        seed_view(),
+        "/validate-pod",
+        serde_json::to_vec(&binding).unwrap(),
+    )
+    .await;
+    assert_eq!(response(&answer)["allowed"], true);
+    assert_eq!(response(&answer)["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
 }
 
 #[tokio::test]
