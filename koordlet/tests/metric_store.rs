@@ -98,6 +98,23 @@ fn thirty_minute_windows_use_buckets_with_exact_count_and_average() {
 }
 
 #[test]
+fn pod_config_answers_the_five_minute_report_window() {
+    let mut store = MetricStore::new(StoreConfig::pods());
+    let key = SeriesKey::of(MetricKind::PodCpuUsage, "uid");
+    let start = 1_700_000_000;
+    for i in 0..900 {
+        store.append(&key, t(start + i), 2.0).unwrap();
+    }
+    let now = t(start + 899);
+    let w = store
+        .window(&key, now.minus(Duration::from_secs(300)), now)
+        .unwrap();
+    assert!((241..=301).contains(&w.count), "count {}", w.count);
+    assert_eq!((w.avg, w.p95), (2.0, 2.0));
+    assert!(w.time_span() >= Duration::from_secs(240), "{:?}", w.time_span());
+}
+
+#[test]
 fn bad_samples_are_refused() {
     let mut store = MetricStore::new(StoreConfig::default());
     let key = node_cpu();

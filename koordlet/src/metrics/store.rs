@@ -35,7 +35,10 @@ pub const MAX_OBJECT_LEN: usize = 256;
 /// Sizes of a store. All bounds are hard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// Fine samples kept per series (the short windows are answered exactly from them).
+    /// Fine samples kept per series (the short windows are answered exactly from them). Keep
+    /// it above the number of samples one `bucket_width` receives (60 at a 1 s interval):
+    /// then every bucket summarises exactly one whole window; below that, a window is split
+    /// over several buckets and `bucket_capacity` covers less time.
     pub fine_capacity: usize,
     /// Summaries kept per series.
     pub bucket_capacity: usize,
@@ -62,12 +65,12 @@ impl Default for StoreConfig {
 }
 
 impl StoreConfig {
-    /// Pod and container series at a 1 s interval: 32 s of exact samples (the "last" and
+    /// Pod and container series at a 1 s interval: 64 s of exact samples (the "last" and
     /// short average queries), 8 one-minute summaries (the 5 min report window), up to 8192
     /// series, dropped 10 min after their pod stops reporting.
     pub fn pods() -> Self {
         Self {
-            fine_capacity: 32,
+            fine_capacity: 64,
             bucket_capacity: 8,
             bucket_width: Duration::from_secs(60),
             series_ttl: Duration::from_secs(600),
