@@ -389,3 +389,19 @@ fn missing_capacity_or_topology_skips_with_reason() {
         plan.reason
     );
 }
+
+#[test]
+fn plan_json_for_koordlet_plan() {
+    let mut c = Case::new(CpuSuppressPolicy::CfsQuota);
+    c.pods = vec![ls(6000)];
+    c.node_usage = 6000;
+    let v = serde_json::to_value(c.run()).unwrap();
+    assert_eq!(v["policy"], "cfsQuota");
+    assert_eq!(v["budget"]["budget_milli"], 4400);
+    assert_eq!(v["quota"]["written_us"], 440_000);
+    assert_eq!(v["quota"]["action"], "write");
+    assert_eq!(
+        v["writes"][0],
+        serde_json::json!({"cgroup": "kubepods/besteffort", "file": "cpu.cfs_quota_us", "value": "440000", "strategy": "cpu_suppress"})
+    );
+}

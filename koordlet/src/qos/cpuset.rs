@@ -9,9 +9,17 @@ use std::fmt;
 
 use thiserror::Error;
 
+/// More CPUs than any machine has: an id beyond this is garbage, refused before it costs memory.
+const MAX_CPUS: u32 = 65_536;
+
 /// A set of logical CPU ids, printed in the kernel's list format (`0-3,8,10-11`).
+///
+/// A bitset (one bit per CPU, no trailing zero words, so equality is set equality): suppress
+/// compares and merges the cpusets of every BE cgroup each round, which must stay cheap.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct CpuList(BTreeSet<u32>);
+pub struct CpuList {
+    words: Vec<u64>,
+}
 
 /// A CPU list the kernel format does not allow.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -19,90 +27,132 @@ pub enum CpuListError {
     /// A part is neither `N` nor `N-M` with `N <= M`.
     #[error("invalid CPU list element {0:?}")]
     InvalidElement(String),
-    /// A range so large it cannot be a real CPU set.
-    #[error("CPU range {0:?} is larger than 65536 CPUs")]
+    /// A CPU id no machine has (≥ 65536).
+    #[error("CPU list element {0:?} names a CPU beyond 65535")]
     RangeTooLarge(String),
 }
 
 impl CpuList {
-    /// Builds a list from CPU ids.
+    /// Builds a list from CPU ids (ids ≥ 65536 are ignored: no such CPU exists).
     pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> Self {
-        CpuList(cpus.into_iter().collect())
+        let mut list = CpuList::default();
+        for cpu in cpus.into_iter().filter(|c| *c < MAX_CPUS) {
+            list.insert_range(cpu, cpu);
+        }
+        list
+    }
+
+    /// Sets CPUs `a..=b` (`a <= b < MAX_CPUS`), a word at a time.
+    fn insert_range(&mut self, a: u32, b: u32) {
+        let (first, last) = ((a / 64) as usize, (b / 64) as usize);
+        if self.words.len() <= last {
+            self.words.resize(last + 1, 0);
+        }
+        for (i, word) in self.words.iter_mut().enumerate().take(last + 1).skip(first) {
+            let lo = if i == first { a % 64 } else { 0 };
+            let hi = if i == last { b % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
+            *word |= mask;
+        }
+    }
+
+    fn from_words(mut words: Vec<u64>) -> Self {
+        while words.last() == Some(&0) {
+            words.pop();
+        }
+        CpuList { words }
+    }
+
+    fn word(&self, i: usize) -> u64 {
+        self.words.get(i).copied().unwrap_or(0)
     }
 
     /// Parses the kernel list format; empty or whitespace-only text is the empty set.
     pub fn parse(text: &str) -> Result<Self, CpuListError> {
-        let mut set = BTreeSet::new();
+        let mut list = CpuList::default();
         for part in text.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let bad = || CpuListError::InvalidElement(part.to_owned());
-            match part.split_once('-') {
-                Some((a, b)) => {
-                    let a: u32 = a.trim().parse().map_err(|_| bad())?;
-                    let b: u32 = b.trim().parse().map_err(|_| bad())?;
-                    if a > b {
-                        return Err(bad());
-                    }
-                    if b - a > 65_536 {
-                        return Err(CpuListError::RangeTooLarge(part.to_owned()));
-                    }
-                    set.extend(a..=b);
-                }
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (
+                    a.trim().parse::<u32>().map_err(|_| bad())?,
+                    b.trim().parse::<u32>().map_err(|_| bad())?,
+                ),
                 None => {
-                    set.insert(part.parse().map_err(|_| bad())?);
+                    let a = part.parse::<u32>().map_err(|_| bad())?;
+                    (a, a)
                 }
+            };
+            if a > b {
+                return Err(bad());
             }
+            if b >= MAX_CPUS {
+                return Err(CpuListError::RangeTooLarge(part.to_owned()));
+            }
+            list.insert_range(a, b);
         }
-        Ok(CpuList(set))
+        Ok(list)
     }
 
     /// Number of CPUs.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Whether no CPU is in the list.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.words.is_empty()
     }
 
     /// Whether `cpu` is in the list.
     pub fn contains(&self, cpu: u32) -> bool {
-        self.0.contains(&cpu)
+        self.word((cpu / 64) as usize) & (1u64 << (cpu % 64)) != 0
     }
 
     /// Whether every CPU of `self` is in `other` (a cpuset write that narrows nothing).
     pub fn is_subset(&self, other: &CpuList) -> bool {
-        self.0.is_subset(&other.0)
+        self.words
+            .iter()
+            .enumerate()
+            .all(|(i, w)| w & !other.word(i) == 0)
+    }
+
+    fn combine(&self, other: &CpuList, op: impl Fn(u64, u64) -> u64) -> CpuList {
+        let n = self.words.len().max(other.words.len());
+        CpuList::from_words((0..n).map(|i| op(self.word(i), other.word(i))).collect())
     }
 
     /// CPUs in either list.
     pub fn union(&self, other: &CpuList) -> CpuList {
-        CpuList(self.0.union(&other.0).copied().collect())
+        self.combine(other, |a, b| a | b)
     }
 
     /// CPUs of `self` not in `other`.
     pub fn difference(&self, other: &CpuList) -> CpuList {
-        CpuList(self.0.difference(&other.0).copied().collect())
+        self.combine(other, |a, b| a & !b)
     }
 
     /// CPUs in both lists.
     pub fn intersection(&self, other: &CpuList) -> CpuList {
-        CpuList(self.0.intersection(&other.0).copied().collect())
+        self.combine(other, |a, b| a & b)
     }
 
     /// The CPUs in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().copied()
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u32)
+                .filter(move |bit| w & (1u64 << bit) != 0)
+                .map(move |bit| i as u32 * 64 + bit)
+        })
     }
 }
 
 impl fmt::Display for CpuList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        let mut iter = self.0.iter().copied().peekable();
+        let mut iter = self.iter().peekable();
         while let Some(start) = iter.next() {
             let mut end = start;
-            while iter.peek() == Some(&(end.wrapping_add(1))) && end != u32::MAX {
+            while iter.peek() == Some(&(end + 1)) {
                 end += 1;
                 iter.next();
             }
@@ -203,7 +253,7 @@ pub fn select_cpus(topology: &[CpuInfo], candidates: &CpuList, count: usize) -> 
         chosen.insert(cpu);
         need -= 1;
     }
-    CpuList(chosen)
+    CpuList::from_cpus(chosen)
 }
 
 #[cfg(test)]
@@ -244,7 +294,11 @@ mod tests {
 
     #[test]
     fn parse_rejects_garbage() {
-        for bad in ["a", "3-1", "-1", "1-", "1--2", "0-4294967295"] {
+        let many = (0..4)
+            .map(|i| format!("{}-{}", i * 40_000, i * 40_000 + 39_999))
+            .collect::<Vec<_>>()
+            .join(",");
+        for bad in ["a", "3-1", "-1", "1-", "1--2", "0-4294967295", many.as_str()] {
             assert!(CpuList::parse(bad).is_err(), "{bad:?}");
         }
     }
@@ -286,6 +340,27 @@ mod tests {
         // Socket 1 (cores 2,3 → cpus 2,3,6,7) has 4 free, socket 0 only 2.
         let candidates = CpuList::parse("0,4,2,3,6,7").unwrap();
         assert_eq!(select_cpus(&topo, &candidates, 2).to_string(), "2,6");
+    }
+
+    /// Upstream's documented selection case (Test_calculateBESuppressCPUSetPolicy, "scattering on
+    /// numa nodes and stacking on HTs 2/3"): 4 sockets × 2 cores × 2 adjacent threads, 2 NUMA
+    /// nodes; 5 CPUs → a pair on socket 0, a pair on socket 1, a single on socket 2, whatever
+    /// the order the topology lists the CPUs in.
+    #[test]
+    fn upstream_case_pairs_scatter_over_sockets() {
+        let mut topo: Vec<CpuInfo> = (0..16)
+            .map(|cpu| CpuInfo {
+                cpu,
+                core: cpu / 2,
+                socket: cpu / 4,
+                node: cpu / 8,
+            })
+            .collect();
+        let all = CpuList::from_cpus(0..16);
+        assert_eq!(select_cpus(&topo, &all, 5).to_string(), "0-1,4-5,8");
+        topo.reverse();
+        topo.swap(3, 11);
+        assert_eq!(select_cpus(&topo, &all, 5).to_string(), "0-1,4-5,8");
     }
 
     #[test]

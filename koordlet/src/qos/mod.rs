@@ -21,6 +21,7 @@ pub mod eviction;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
+pub mod share_pool;
 
 use serde::Serialize;
 use thiserror::Error;

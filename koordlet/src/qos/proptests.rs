@@ -77,6 +77,23 @@ proptest! {
     }
 
     #[test]
+    fn cpu_list_set_operations_match_a_model(
+        a in proptest::collection::btree_set(0u32..300, 0..40),
+        b in proptest::collection::btree_set(0u32..300, 0..40),
+    ) {
+        let (x, y) = (CpuList::from_cpus(a.iter().copied()), CpuList::from_cpus(b.iter().copied()));
+        let model = |s: std::collections::BTreeSet<u32>| CpuList::from_cpus(s);
+        prop_assert_eq!(x.union(&y), model(a.union(&b).copied().collect()));
+        prop_assert_eq!(x.difference(&y), model(a.difference(&b).copied().collect()));
+        prop_assert_eq!(x.intersection(&y), model(a.intersection(&b).copied().collect()));
+        prop_assert_eq!(x.is_subset(&y), a.is_subset(&b));
+        prop_assert_eq!(x.len(), a.len());
+        prop_assert_eq!(x.iter().collect::<Vec<_>>(), a.iter().copied().collect::<Vec<_>>());
+        let text = a.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        prop_assert_eq!(CpuList::parse(&text).unwrap(), x);
+    }
+
+    #[test]
     fn cpu_list_round_trips(mask in any::<u16>()) {
         let list = mask_to_list(mask);
         prop_assert_eq!(CpuList::parse(&list.to_string()).unwrap(), list);

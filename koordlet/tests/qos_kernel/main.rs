@@ -7,11 +7,10 @@
 // Test harness helpers live outside `#[test]` fns, where clippy's test allowances do not reach.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod tree;
+
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -19,197 +18,10 @@ use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStr
 use koordlet::qos::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
 };
-use koordlet::qos::cpu_suppress::{
-    self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput,
-};
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
+use koordlet::qos::cpu_suppress::{self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput};
+use koordlet::qos::cpuset::CpuList;
 use koordlet::qos::{CgroupWrite, QosClass};
-
-/// CPU-measuring tests never overlap.
-static CPU_LOCK: Mutex<()> = Mutex::new(());
-static SEQ: AtomicU32 = AtomicU32::new(0);
-const ROOT: &str = "/sys/fs/cgroup";
-
-/// A test subtree in several v1 controllers plus the busy processes in it; drop kills the
-/// processes, then removes the directories deepest first.
-struct TestTree {
-    name: String,
-    controllers: Vec<&'static str>,
-    dirs: Vec<String>,
-    procs: Vec<Child>,
-}
-
-impl TestTree {
-    fn new(controllers: &[&'static str]) -> Result<Self, String> {
-        if !Path::new(ROOT).join("cpu/cpu.cfs_quota_us").exists() {
-            return Err("no cgroup v1 cpu controller at /sys/fs/cgroup/cpu".into());
-        }
-        let name = format!(
-            "koord-test-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        );
-        let mut tree = TestTree {
-            name,
-            controllers: controllers.to_vec(),
-            dirs: vec![],
-            procs: vec![],
-        };
-        tree.mkdir("")
-            .map_err(|e| format!("cannot create a test cgroup (not root?): {e}"))?;
-        Ok(tree)
-    }
-
-    fn path(&self, controller: &str, rel: &str) -> PathBuf {
-        let p = Path::new(ROOT).join(controller).join(&self.name);
-        if rel.is_empty() { p } else { p.join(rel) }
-    }
-
-    /// The dir as a strategy names it (relative to the controller root).
-    fn rel(&self, rel: &str) -> String {
-        format!("{}/{rel}", self.name)
-    }
-
-    fn mkdir(&mut self, rel: &str) -> std::io::Result<()> {
-        for c in self.controllers.clone() {
-            let p = self.path(c, rel);
-            fs::create_dir(&p)?;
-            if c == "cpuset" {
-                // A v1 cpuset needs CPUs and memory nodes before it can hold tasks.
-                let parent = p.parent().map(Path::to_path_buf).unwrap_or_default();
-                for f in ["cpuset.cpus", "cpuset.mems"] {
-                    let v = fs::read_to_string(parent.join(f))?;
-                    fs::write(p.join(f), v.trim())?;
-                }
-            }
-        }
-        self.dirs.push(rel.to_owned());
-        Ok(())
-    }
-
-    fn write(&self, controller: &str, rel: &str, file: &str, value: &str) -> std::io::Result<()> {
-        fs::write(self.path(controller, rel).join(file), value)
-    }
-
-    /// Applies a plan's writes in order; `cgroup` is relative to the controller root.
-    fn apply(&self, writes: &[CgroupWrite]) {
-        for w in writes {
-            let controller = if w.file.starts_with("cpuset.") {
-                "cpuset"
-            } else {
-                "cpu"
-            };
-            let path = Path::new(ROOT).join(controller).join(&w.cgroup).join(w.file);
-            fs::write(&path, &w.value).unwrap_or_else(|e| panic!("kernel rejected {w:?}: {e}"));
-        }
-    }
-
-    fn spawn_burner(&mut self, rel: &str) -> u32 {
-        let child = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn sh");
-        let pid = child.id();
-        self.procs.push(child);
-        for c in self.controllers.clone() {
-            self.write(c, rel, "cgroup.procs", &pid.to_string())
-                .expect("move burner");
-        }
-        pid
-    }
-
-    fn cpuacct_ns(&self, rel: &str) -> u64 {
-        fs::read_to_string(self.path("cpuacct", rel).join("cpuacct.usage"))
-            .expect("cpuacct.usage")
-            .trim()
-            .parse()
-            .expect("cpuacct.usage number")
-    }
-
-    /// Milli-cores used by `rel` over `window`.
-    fn measure(&self, rels: &[&str], window: Duration) -> Vec<f64> {
-        let start: Vec<u64> = rels.iter().map(|r| self.cpuacct_ns(r)).collect();
-        let t0 = Instant::now();
-        sleep(window);
-        let dt = t0.elapsed().as_nanos() as f64;
-        rels.iter()
-            .zip(start)
-            .map(|(r, s)| (self.cpuacct_ns(r) - s) as f64 / dt * 1000.0)
-            .collect()
-    }
-}
-
-impl Drop for TestTree {
-    fn drop(&mut self) {
-        for p in &mut self.procs {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
-        for c in &self.controllers {
-            for rel in self.dirs.iter().rev() {
-                let _ = fs::remove_dir(self.path(c, rel));
-            }
-        }
-    }
-}
-
-fn setup(controllers: &[&'static str]) -> Option<TestTree> {
-    match TestTree::new(controllers) {
-        Ok(t) => Some(t),
-        Err(reason) => {
-            println!("skipped: {reason}");
-            None
-        }
-    }
-}
-
-/// The real CPU topology from sysfs.
-fn topology() -> Vec<CpuInfo> {
-    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let read = |p: String| {
-        fs::read_to_string(p)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-    };
-    let mut node_of = std::collections::BTreeMap::new();
-    for n in 0..64u32 {
-        if let Ok(list) = fs::read_to_string(format!("/sys/devices/system/node/node{n}/cpulist"))
-            && let Ok(l) = CpuList::parse(&list)
-        {
-            for cpu in l.iter() {
-                node_of.insert(cpu, n);
-            }
-        }
-    }
-    CpuList::parse(&online)
-        .unwrap_or_default()
-        .iter()
-        .map(|cpu| CpuInfo {
-            cpu,
-            core: read(format!("/sys/devices/system/cpu/cpu{cpu}/topology/core_id")).unwrap_or(cpu),
-            socket: read(format!(
-                "/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"
-            ))
-            .unwrap_or(0),
-            node: node_of.get(&cpu).copied().unwrap_or(0),
-        })
-        .collect()
-}
-
-fn state(tree: &TestTree, rel: &str) -> CgroupState {
-    let quota = fs::read_to_string(tree.path("cpu", rel).join("cpu.cfs_quota_us"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok());
-    let cpuset = fs::read_to_string(tree.path("cpuset", rel).join("cpuset.cpus"))
-        .ok()
-        .and_then(|s| CpuList::parse(&s).ok());
-    CgroupState {
-        dir: tree.rel(rel),
-        cfs_quota_us: quota,
-        cpuset,
-    }
-}
+use tree::{CPU_LOCK, ROOT, TestTree, setup, state, topology};
 
 #[test]
 fn cfs_quota_suppress_holds_be_to_the_computed_share() {
@@ -465,4 +277,122 @@ fn burst_values_are_accepted_by_the_kernel() {
     let q = read("pod/c1", "cpu.cfs_quota_us").unwrap();
     let refused = tree.write("cpu", "pod/c1", "cpu.cfs_burst_us", &(q + 1).to_string());
     assert!(refused.is_err(), "kernel accepted burst {} over quota {q}", q + 1);
+}
+
+/// The same plans through the koordlet-core executor (typed writes, its own ordering, skip if
+/// equal): every write accepted, the kernel ends at the plan's values.
+#[test]
+fn suppress_and_burst_plans_through_the_executor() {
+    use koordlet::executor::{Executor, ExecutorConfig};
+    use koordlet::system::{Cgroups, SystemRoots};
+    use std::sync::Arc;
+
+    let Some(mut tree) = setup(&["cpu", "cpuset"]) else {
+        return;
+    };
+    let Ok(cgroups) = Cgroups::detect(&SystemRoots::default()) else {
+        println!("skipped: cgroup layout not detected");
+        return;
+    };
+    for d in ["kubepods", "kubepods/besteffort", "pod", "pod/c1"] {
+        tree.mkdir(d).expect("mkdir");
+    }
+    let mut exec = Executor::new(Arc::new(cgroups), ExecutorConfig::default());
+    let run = |exec: &mut Executor, writes: &[CgroupWrite]| {
+        let typed: Vec<_> = writes
+            .iter()
+            .map(|w| w.to_executor().expect("typed write"))
+            .collect();
+        let report = exec.apply(typed, Instant::now());
+        assert!(report.errors.is_empty(), "executor errors: {:?}", report.errors);
+    };
+
+    // cfsQuota suppress on an idle 1-core-capacity view: budget 650m → 65000 µs.
+    let s = ResourceThresholdStrategy {
+        enable: Some(true),
+        cpu_suppress_policy: Some(CpuSuppressPolicy::CfsQuota),
+        ..Default::default()
+    };
+    let plan = cpu_suppress::decide(&SuppressInput {
+        strategy: &s,
+        capacity_milli: 1000,
+        reserved_milli: 0,
+        node_usage_milli: 0,
+        pods: &[],
+        host_apps: &[],
+        cgroups: &BeCgroups {
+            besteffort: state(&tree, "kubepods/besteffort"),
+            pods: vec![],
+        },
+        cpus: &CpuPools::default(),
+    });
+    run(&mut exec, &plan.writes);
+    let quota = fs::read_to_string(tree.path("cpu", "kubepods/besteffort").join("cpu.cfs_quota_us")).unwrap();
+    assert_eq!(quota.trim(), "65000");
+
+    if !tree.path("cpu", "pod").join("cpu.cfs_burst_us").exists() {
+        println!("skipped: burst part, kernel without cpu.cfs_burst_us");
+        return;
+    }
+    for d in ["pod", "pod/c1"] {
+        tree.write("cpu", d, "cpu.cfs_quota_us", "100000").expect("quota");
+    }
+    let read = |rel: &str, f: &str| -> Option<i64> {
+        fs::read_to_string(tree.path("cpu", rel).join(f))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    let mut state = BurstState::default();
+    for (round, node_usage) in [0.0, 0.0, 1e9].into_iter().enumerate() {
+        let pod = BurstPod {
+            namespace: "ns".into(),
+            name: "p".into(),
+            qos: QosClass::Ls,
+            active: true,
+            cgroup: tree.rel("pod"),
+            cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
+            cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
+            config: BurstParams {
+                policy: CpuBurstPolicy::Auto,
+                cpu_burst_percent: 50,
+                cfs_quota_burst_percent: 300,
+                cfs_quota_burst_period_seconds: -1,
+            },
+            config_source: "node".into(),
+            containers: vec![BurstContainer {
+                id: "c1".into(),
+                cgroup: tree.rel("pod/c1"),
+                cpu_limit_milli: Some(1000),
+                cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
+                cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),
+                throttled_ratio: Some(0.5),
+                usage_milli: Some(1000.0),
+            }],
+        };
+        let plan = cpu_burst::decide(&BurstInput {
+            share_pool_threshold_percent: 50,
+            share_pool: SharePool {
+                processors: 2,
+                lse_lsr_request_milli: 0,
+                node_usage_milli: Some(node_usage),
+                lse_lsr_be_usage_milli: Some(0.0),
+            },
+            pods: &[pod],
+            now_seconds: round as f64,
+            state: &state,
+        });
+        run(&mut exec, &plan.writes);
+        state = plan.next_state;
+        let c = &plan.pods[0].containers[0];
+        assert_eq!(read("pod/c1", "cpu.cfs_quota_us"), c.quota_us, "round {round}");
+        assert_eq!(
+            read("pod/c1", "cpu.cfs_burst_us"),
+            Some(c.burst_us),
+            "round {round}"
+        );
+        println!(
+            "executor burst round {round}: quota {:?} burst {}",
+            c.quota_us, c.burst_us
+        );
+    }
 }

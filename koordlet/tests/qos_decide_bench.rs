@@ -1,0 +1,204 @@
+//! How long each QoS decision takes for a node with many pods: the budget a fast path (issue 7:
+//! react within 200 ms) has to fit in. Ignored by default; run with
+//! `cargo test -p koordlet --release --test qos_decide_bench -- --ignored --nocapture`.
+//! Prints figures, asserts nothing about time.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
+use koordlet::qos::QosClass;
+use koordlet::qos::cpu_burst::{
+    self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
+};
+use koordlet::qos::cpu_evict::{self, BeCpu, BeCpuWindow, CpuEvictInput};
+use koordlet::qos::cpu_suppress::{
+    self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput,
+};
+use koordlet::qos::cpuset::{CpuInfo, CpuList};
+use koordlet::qos::eviction::EvictCandidate;
+use koordlet::qos::memory_evict::{self, MemoryEvictInput};
+
+const ROUNDS: u32 = 200;
+
+fn time<T>(label: &str, pods: usize, mut f: impl FnMut() -> T) {
+    let mut samples: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(f());
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    let p = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    println!(
+        "{label:<22} {pods:>4} pods  p50 {:>8.1} µs  p99 {:>8.1} µs",
+        p(0.5),
+        p(0.99)
+    );
+}
+
+#[test]
+#[ignore = "benchmark: prints figures"]
+fn decision_time_by_pod_count() {
+    let topology: Vec<CpuInfo> = (0..96)
+        .map(|cpu| CpuInfo {
+            cpu,
+            core: cpu % 48,
+            socket: (cpu % 48) / 24,
+            node: (cpu % 48) / 24,
+        })
+        .collect();
+    for pods in [50usize, 110, 250, 500] {
+        let usage: Vec<CpuUsage> = (0..pods)
+            .map(|i| CpuUsage {
+                be: i % 2 == 0,
+                usage_milli: (i as i64 * 37) % 4000,
+            })
+            .collect();
+        let be_tree = BeCgroups {
+            besteffort: CgroupState {
+                dir: "kubepods/besteffort".into(),
+                cfs_quota_us: Some(-1),
+                cpuset: Some(CpuList::from_cpus(0..96)),
+            },
+            pods: (0..pods / 2)
+                .map(|i| BePodCgroups {
+                    pod: CgroupState {
+                        dir: format!("kubepods/besteffort/pod{i}"),
+                        cfs_quota_us: None,
+                        cpuset: Some(CpuList::from_cpus(0..96)),
+                    },
+                    containers: (0..3)
+                        .map(|c| CgroupState {
+                            dir: format!("kubepods/besteffort/pod{i}/c{c}"),
+                            cfs_quota_us: None,
+                            cpuset: Some(CpuList::from_cpus(0..96)),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        let pools = CpuPools {
+            topology: topology.clone(),
+            ..Default::default()
+        };
+        for policy in [CpuSuppressPolicy::CfsQuota, CpuSuppressPolicy::Cpuset] {
+            let s = ResourceThresholdStrategy {
+                enable: Some(true),
+                cpu_suppress_policy: Some(policy),
+                ..Default::default()
+            };
+            let label = format!("cpu_suppress {policy:?}");
+            time(&label, pods, || {
+                cpu_suppress::decide(&SuppressInput {
+                    strategy: &s,
+                    capacity_milli: 96_000,
+                    reserved_milli: 2000,
+                    node_usage_milli: 60_000,
+                    pods: &usage,
+                    host_apps: &[],
+                    cgroups: &be_tree,
+                    cpus: &pools,
+                })
+            });
+        }
+
+        let burst_pods: Vec<BurstPod> = (0..pods)
+            .map(|i| BurstPod {
+                namespace: "ns".into(),
+                name: format!("p{i}"),
+                qos: QosClass::Ls,
+                active: true,
+                cgroup: format!("kubepods/burstable/pod{i}"),
+                cfs_quota_us: Some(600_000),
+                cfs_burst_us: Some(0),
+                config: BurstParams {
+                    policy: CpuBurstPolicy::Auto,
+                    cpu_burst_percent: 100,
+                    cfs_quota_burst_percent: 300,
+                    cfs_quota_burst_period_seconds: 60,
+                },
+                config_source: "node".into(),
+                containers: (0..3)
+                    .map(|c| BurstContainer {
+                        id: format!("p{i}c{c}"),
+                        cgroup: format!("kubepods/burstable/pod{i}/c{c}"),
+                        cpu_limit_milli: Some(2000),
+                        cfs_quota_us: Some(200_000),
+                        cfs_burst_us: Some(0),
+                        throttled_ratio: Some(if c == 0 { 0.2 } else { 0.0 }),
+                        usage_milli: Some(1500.0),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let state = BurstState::default();
+        time("cpu_burst auto", pods, || {
+            cpu_burst::decide(&BurstInput {
+                share_pool_threshold_percent: 50,
+                share_pool: SharePool {
+                    processors: 96,
+                    lse_lsr_request_milli: 0,
+                    node_usage_milli: Some(20_000.0),
+                    lse_lsr_be_usage_milli: Some(0.0),
+                },
+                pods: &burst_pods,
+                now_seconds: 10.0,
+                state: &state,
+            })
+        });
+
+        let candidates: Vec<EvictCandidate> = (0..pods)
+            .map(|i| EvictCandidate {
+                uid: format!("uid{i}"),
+                namespace: "ns".into(),
+                name: format!("p{i}"),
+                qos: if i % 2 == 0 { QosClass::Be } else { QosClass::Ls },
+                priority: Some((i % 7) as i32 * 1000),
+                cpu_usage_milli: Some((i * 13 % 2000) as f64),
+                batch_cpu_request_milli: 1000,
+                memory_usage_bytes: Some((i as u64 % 17) << 28),
+                being_evicted: false,
+                eviction_allowed: true,
+            })
+            .collect();
+        let s = ResourceThresholdStrategy {
+            enable: Some(true),
+            cpu_evict_be_satisfaction_lower_percent: Some(60),
+            cpu_evict_be_satisfaction_upper_percent: Some(80),
+            ..Default::default()
+        };
+        time("cpu_evict", pods, || {
+            cpu_evict::decide(&CpuEvictInput {
+                strategy: &s,
+                window: Some(BeCpuWindow {
+                    average: BeCpu {
+                        usage_milli: 9500.0,
+                        real_limit_milli: 10_000.0,
+                        request_milli: 100_000.0,
+                    },
+                    samples: 10,
+                }),
+                latest: None,
+                collect_interval_seconds: 1.0,
+                batch_allocatable_milli: None,
+                pods: &candidates,
+                now_seconds: 100.0,
+                last_eviction_seconds: None,
+                cool_down_seconds: 20.0,
+            })
+        });
+        time("memory_evict", pods, || {
+            memory_evict::decide(&MemoryEvictInput {
+                strategy: &s,
+                capacity_bytes: 512 << 30,
+                used_bytes: Some(450 << 30),
+                pods: &candidates,
+                now_seconds: 100.0,
+                last_eviction_seconds: None,
+                cool_down_seconds: 4.0,
+            })
+        });
+    }
+}
