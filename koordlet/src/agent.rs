@@ -1,0 +1,261 @@
+//! The live agent: sources fill the snapshot; one loop per collect interval collects metrics
+//! and reconciles BE limits through the executor; another reports NodeMetric status.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use koord_api::nodeslo::CpuSuppressPolicy;
+use prometheus_client::registry::Registry;
+use tokio::sync::{Mutex, watch};
+use tracing::{info, warn};
+
+use crate::cli::{AgentArgs, DriverArg, PodsSource};
+use crate::executor::{Executor, ExecutorConfig};
+use crate::features::FeatureGates;
+use crate::metrics::MetricTime;
+use crate::metrics::collector::{Collector, Stores};
+use crate::qos::be_limits::{self, BeLimitsSettings};
+use crate::report::{self, ReportInput};
+use crate::states::{Snapshot, sources};
+use crate::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
+use crate::telemetry::Telemetry;
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// `--node-name` / `NODE_NAME` missing.
+    #[error("--node-name (or NODE_NAME) is required")]
+    NoNodeName,
+    /// Bad feature gates.
+    #[error(transparent)]
+    FeatureGates(#[from] crate::features::FeatureGateError),
+    /// Cgroup layout detection failed.
+    #[error("cgroup layout: {0}")]
+    Cgroups(#[from] crate::system::SystemError),
+    /// Kubernetes client.
+    #[error("kubernetes client: {0}")]
+    Kube(String),
+    /// Kubelet client.
+    #[error(transparent)]
+    Kubelet(#[from] crate::states::StatesError),
+    /// Admin endpoint.
+    #[error("admin endpoint: {0}")]
+    Admin(#[from] std::io::Error),
+}
+
+async fn kube_client(args: &AgentArgs) -> Result<kube::Client, AgentError> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| AgentError::Kube(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| AgentError::Kube(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| AgentError::Kube(e.to_string()))?,
+    };
+    kube::Client::try_from(config).map_err(|e| AgentError::Kube(e.to_string()))
+}
+
+fn suppress_by_cfs_quota(snapshot: &Snapshot, gates: &FeatureGates) -> bool {
+    gates.enabled("BECPUSuppress")
+        && snapshot
+            .node_slo
+            .as_ref()
+            .and_then(|s| s.resource_used_threshold_with_be.as_ref())
+            .is_some_and(|t| {
+                t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
+            })
+}
+
+/// Runs the agent until `shutdown` resolves.
+pub async fn run_agent(
+    args: AgentArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AgentError> {
+    let node = args
+        .node_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or(AgentError::NoNodeName)?;
+    let gates = FeatureGates::parse(&args.feature_gates)?;
+    let roots = SystemRoots {
+        cgroup: args.cgroup_root.clone(),
+        proc: args.proc_root.clone(),
+        sys: args.sys_root.clone(),
+        resctrl: args.resctrl_root.clone(),
+    };
+    let cgroups = Arc::new(Cgroups::detect(&roots)?);
+    let driver = match args.cgroup_driver {
+        DriverArg::Cgroupfs => CgroupDriver::Cgroupfs,
+        DriverArg::Systemd => CgroupDriver::Systemd,
+        DriverArg::Auto => CgroupDriver::detect(cgroups.root(), cgroups.layout(), std::path::Path::new(""))
+            .unwrap_or_else(|| {
+                warn!("no kubepods cgroup found; assuming the cgroupfs driver");
+                CgroupDriver::Cgroupfs
+            }),
+    };
+    info!(node, version = ?cgroups.version(), ?driver, dry_run = args.dry_run, "koordlet starting");
+    let paths = KubeCgroupPaths::new(driver);
+
+    let mut registry = Registry::with_prefix("koordlet");
+    let telemetry = Telemetry::register(&mut registry);
+    let readiness = koord_runtime::Readiness::default();
+    readiness.register("pods");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = |rx: &watch::Receiver<bool>| {
+        let mut rx = rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let registry = Arc::new(registry);
+    let admin = koord_runtime::serve_admin(
+        args.health_addr,
+        registry.clone(),
+        readiness.clone(),
+        stop(&stop_rx),
+    )
+    .await?;
+    if args.metrics_addr != args.health_addr {
+        koord_runtime::serve_admin(
+            args.metrics_addr,
+            registry.clone(),
+            readiness.clone(),
+            stop(&stop_rx),
+        )
+        .await?;
+    }
+
+    let client = kube_client(&args).await?;
+    let (snap_tx, snap_rx) = watch::channel(Snapshot::default());
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(sources::watch_node_objects(
+        client.clone(),
+        node.clone(),
+        snap_tx.clone(),
+    ));
+    match args.pods_source {
+        PodsSource::Kubelet => {
+            let kubelet = sources::kubelet_client(
+                &args.kubelet_url,
+                Some(std::path::Path::new(sources::SERVICE_ACCOUNT_TOKEN)),
+            )?;
+            tasks.spawn(sources::poll_kubelet(kubelet, snap_tx.clone()));
+        }
+        PodsSource::Apiserver => {
+            tasks.spawn(sources::watch_pods(client.clone(), node.clone(), snap_tx.clone()));
+        }
+    }
+
+    let stores = Arc::new(Mutex::new(Stores::default()));
+    // Collection + BE limits loop.
+    {
+        let (stores, snap_rx, readiness, telemetry) = (
+            stores.clone(),
+            snap_rx.clone(),
+            readiness.clone(),
+            telemetry.clone(),
+        );
+        let mut collector = Collector::new(cgroups.clone(), roots.clone(), paths.clone());
+        let mut executor = Executor::new(
+            cgroups.clone(),
+            ExecutorConfig {
+                dry_run: args.dry_run,
+                ..ExecutorConfig::default()
+            },
+        );
+        let interval = args.collect_interval;
+        let gates = gates.clone();
+        tasks.spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut last_skip: Option<&'static str> = None;
+            loop {
+                ticker.tick().await;
+                let snapshot = snap_rx.borrow().clone();
+                readiness.set("pods", snapshot.pods_synced);
+                let started = Instant::now();
+                let now = MetricTime::from_system_time(SystemTime::now());
+                {
+                    let mut stores = stores.lock().await;
+                    collector.collect(&snapshot, now, &mut stores);
+                }
+                telemetry
+                    .collection_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                let skip = if !gates.enabled("BatchResource") {
+                    Some("feature gate BatchResource is off")
+                } else if !snapshot.pods_synced {
+                    Some("no pod list yet")
+                } else {
+                    None
+                };
+                if skip != last_skip {
+                    if let Some(reason) = skip {
+                        info!(strategy = be_limits::STRATEGY, reason, "strategy skipped");
+                    }
+                    last_skip = skip;
+                }
+                if skip.is_some() {
+                    continue;
+                }
+                let settings = BeLimitsSettings {
+                    suppress_by_cfs_quota: suppress_by_cfs_quota(&snapshot, &gates),
+                };
+                let plan = be_limits::decide(&snapshot.pods, &paths, settings);
+                let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
+                let result = executor.apply(writes, Instant::now());
+                telemetry.record_apply(be_limits::STRATEGY, &result);
+                telemetry
+                    .unsupported
+                    .set(i64::try_from(cgroups.unsupported_reported()).unwrap_or(i64::MAX));
+            }
+        });
+    }
+    // NodeMetric report loop.
+    {
+        let (stores, snap_rx, telemetry, node) =
+            (stores.clone(), snap_rx.clone(), telemetry.clone(), node.clone());
+        tasks.spawn(async move {
+            loop {
+                let interval = snap_rx.borrow().node_metric.report_interval;
+                tokio::time::sleep(interval).await;
+                let snapshot = snap_rx.borrow().clone();
+                let now = MetricTime::from_system_time(SystemTime::now());
+                let status = {
+                    let stores = stores.lock().await;
+                    report::build_status(&ReportInput {
+                        node_store: &stores.node,
+                        pod_store: &stores.pods,
+                        pods: &snapshot.pods,
+                        settings: &snapshot.node_metric,
+                        now,
+                    })
+                };
+                let result = match report::publish(&client, &node, &status).await {
+                    Ok(()) => "ok",
+                    Err(e) => {
+                        warn!(error = %e, "NodeMetric report failed");
+                        "error"
+                    }
+                };
+                telemetry
+                    .reports
+                    .get_or_create(&vec![("result".to_string(), result.to_string())])
+                    .inc();
+            }
+        });
+    }
+
+    shutdown.await;
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let _ = admin.task.await;
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! Command line: the agent's flags (each also an environment variable) and the `plan` command.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use koord_runtime::LogFormat;
+
+/// koordlet: the Koordinator node agent (metrics, NodeMetric reporting, BE cgroup limits).
+#[derive(Debug, Parser)]
+#[command(name = "koordlet", version)]
+pub struct Args {
+    /// Offline commands; without one, the agent runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Agent flags.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// Which cgroup driver the kubelet uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DriverArg {
+    /// Detect from the tree (`kubepods.slice` means systemd).
+    Auto,
+    /// `kubepods/burstable/pod<uid>`.
+    Cgroupfs,
+    /// `kubepods.slice/kubepods-burstable.slice/...`.
+    Systemd,
+}
+
+/// Where pods come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PodsSource {
+    /// The kubelet's `/pods` (the node's own view, as upstream).
+    Kubelet,
+    /// An API server watch with `spec.nodeName=<node>`.
+    Apiserver,
+}
+
+/// Cgroup version for `plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VersionArg {
+    /// cgroup v1 file names and values.
+    V1,
+    /// cgroup v2 file names and values.
+    V2,
+}
+
+/// Offline commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the decisions for a node described in YAML (Node, Pods, NodeSLO, NodeMetric) as JSON.
+    Plan {
+        /// Input file, `-` for stdin.
+        #[arg(short = 'f', long = "file")]
+        file: String,
+        /// cgroup version to print file names and values for.
+        #[arg(long, value_enum, default_value = "v1")]
+        cgroup_version: VersionArg,
+        /// The kubelet's cgroup driver.
+        #[arg(long, value_enum, default_value = "cgroupfs")]
+        cgroup_driver: DriverArg,
+        /// Read current values from this cgroup tree (real or fake).
+        #[arg(long)]
+        cgroup_root: Option<PathBuf>,
+    },
+}
+
+/// The agent's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// This node's name.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// kubeconfig file (default: in-cluster config, then ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// cgroup mount root.
+    #[arg(long, env = "KOORDLET_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
+    pub cgroup_root: PathBuf,
+    /// procfs root.
+    #[arg(long, env = "KOORDLET_PROC_ROOT", default_value = "/proc")]
+    pub proc_root: PathBuf,
+    /// sysfs root.
+    #[arg(long, env = "KOORDLET_SYS_ROOT", default_value = "/sys")]
+    pub sys_root: PathBuf,
+    /// resctrl mount.
+    #[arg(long, env = "KOORDLET_RESCTRL_ROOT", default_value = "/sys/fs/resctrl")]
+    pub resctrl_root: PathBuf,
+    /// The kubelet's cgroup driver.
+    #[arg(long, env = "KOORDLET_CGROUP_DRIVER", value_enum, default_value = "auto")]
+    pub cgroup_driver: DriverArg,
+    /// Where pods come from.
+    #[arg(long, env = "KOORDLET_PODS_SOURCE", value_enum, default_value = "kubelet")]
+    pub pods_source: PodsSource,
+    /// Kubelet base URL (https with the service-account token, or http).
+    #[arg(long, env = "KOORDLET_KUBELET_URL", default_value = crate::states::sources::DEFAULT_KUBELET_URL)]
+    pub kubelet_url: String,
+    /// Time between two collection rounds (and BE limit reconciliations).
+    #[arg(long, env = "KOORDLET_COLLECT_INTERVAL", default_value = "1s", value_parser = parse_interval)]
+    pub collect_interval: Duration,
+    /// Feature gates, `Name=true|false,...` (upstream names and defaults).
+    #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
+    /// Decide and log, write nothing.
+    #[arg(long, env = "KOORDLET_DRY_RUN")]
+    pub dry_run: bool,
+    /// Prometheus `/metrics` address (served with the health endpoints when equal).
+    #[arg(long, env = "KOORDLET_METRICS_ADDR", default_value = "0.0.0.0:9316")]
+    pub metrics_addr: SocketAddr,
+    /// `/healthz` and `/readyz` address.
+    #[arg(long, env = "KOORDLET_HEALTH_ADDR", default_value = "0.0.0.0:9316")]
+    pub health_addr: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "KOORDLET_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Parses `1s`, `500ms`, `2m` (at least 100 ms).
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    match crate::states::parse_go_duration(text) {
+        Some(d) if d >= Duration::from_millis(100) => Ok(d),
+        Some(_) => Err("must be at least 100ms".into()),
+        None => Err(format!("{text:?} is not a duration like 1s or 500ms")),
+    }
+}

@@ -1,0 +1,210 @@
+//! `koordlet plan`: the live loop's decisions, offline, from a YAML description of a node.
+//!
+//! Input: multi-document YAML with the Node, its Pods, its NodeSLO and a NodeMetric whose status
+//! stands for the current usage (documents of other kinds are an error). Output: JSON with the
+//! cgroup writes, evictions and each strategy's key numbers, from the same decision code as the
+//! live loop. With a cgroup root, each write also shows the value the file holds now.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use koord_api::nodeslo::CpuSuppressPolicy;
+use koord_api::{NodeMetric, NodeSLO};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::qos::be_limits::{self, BeLimitsSettings};
+use crate::states::PodMeta;
+use crate::system::{
+    CgroupDir, CgroupDriver, CgroupResource, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths,
+};
+
+/// Bad plan input: names the document and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A document is not valid YAML or does not match its kind.
+    #[error("document {index} ({kind}): {message}")]
+    Document {
+        /// 1-based document number.
+        index: usize,
+        /// The document's kind.
+        kind: String,
+        /// What is wrong, with the field path.
+        message: String,
+    },
+    /// Something required is missing.
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// What the YAML describes.
+#[derive(Debug, Default)]
+pub struct PlanInput {
+    /// The Node.
+    pub node: Option<Node>,
+    /// Its pods.
+    pub pods: Vec<Pod>,
+    /// Its NodeSLO.
+    pub node_slo: Option<NodeSLO>,
+    /// Its NodeMetric (status = current usage).
+    pub node_metric: Option<NodeMetric>,
+}
+
+fn typed<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    index: usize,
+    kind: &str,
+) -> Result<T, PlanError> {
+    serde_path_to_error::deserialize(value).map_err(|e| PlanError::Document {
+        index,
+        kind: kind.to_string(),
+        message: format!("field `{}`: {}", e.path(), e.inner()),
+    })
+}
+
+/// Parses the multi-document YAML.
+pub fn parse_input(text: &str) -> Result<PlanInput, PlanError> {
+    use serde::Deserialize;
+    let mut input = PlanInput::default();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let index = i + 1;
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| PlanError::Document {
+            index,
+            kind: "?".into(),
+            message: e.to_string(),
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::to_value(&value).map_err(|e| PlanError::Document {
+            index,
+            kind: "?".into(),
+            message: e.to_string(),
+        })?;
+        let kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
+            .to_string();
+        match kind.as_str() {
+            "Node" => input.node = Some(typed(value, index, &kind)?),
+            "Pod" => input.pods.push(typed(value, index, &kind)?),
+            "NodeSLO" => input.node_slo = Some(typed(value, index, &kind)?),
+            "NodeMetric" => input.node_metric = Some(typed(value, index, &kind)?),
+            other => {
+                return Err(PlanError::Document {
+                    index,
+                    kind: other.to_string(),
+                    message: "field `kind`: expected Node, Pod, NodeSLO or NodeMetric".into(),
+                });
+            }
+        }
+    }
+    if input.node.is_none() {
+        return Err(PlanError::Missing("no Node document".into()));
+    }
+    Ok(input)
+}
+
+/// How `plan` renders cgroup files.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// v1 or v2 file names and values.
+    pub version: CgroupVersion,
+    /// The kubelet's cgroup driver.
+    pub driver: CgroupDriver,
+    /// A tree to read current values from.
+    pub cgroups: Option<Arc<Cgroups>>,
+}
+
+/// One write as printed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PrintedWrite {
+    /// Directory relative to the controller root.
+    pub cgroup: String,
+    /// File name for the chosen version.
+    pub file: String,
+    /// Value as it would be written.
+    pub value: String,
+    /// Strategy.
+    pub strategy: String,
+    /// The file's content now (only with `--cgroup-root`; absent if unreadable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+}
+
+fn print_write(w: &crate::qos::CgroupWrite, options: &PlanOptions) -> PrintedWrite {
+    let resource = CgroupResource::from_name(w.file);
+    let current = options.cgroups.as_ref().and_then(|c| {
+        let dir = CgroupDir::new(&w.cgroup).ok()?;
+        c.read_text(resource?, &dir).ok().map(|t| t.trim().to_string())
+    });
+    let (file, value) = match (options.version, resource) {
+        (CgroupVersion::V2, Some(r)) => {
+            let file = r.file_name(CgroupVersion::V2).unwrap_or(w.file).to_string();
+            let value = w
+                .value
+                .parse::<i64>()
+                .ok()
+                .and_then(|v| {
+                    crate::system::resource::encode(
+                        r,
+                        CgroupVersion::V2,
+                        &CgroupValue::Int(v),
+                        current.as_deref(),
+                    )
+                    .ok()
+                })
+                .unwrap_or_else(|| w.value.clone());
+            (file, value)
+        }
+        _ => (w.file.to_string(), w.value.clone()),
+    };
+    PrintedWrite {
+        cgroup: w.cgroup.clone(),
+        file,
+        value,
+        strategy: w.strategy.to_string(),
+        current,
+    }
+}
+
+/// Runs every decision on the input and returns the JSON document `plan` prints.
+pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
+    let paths = KubeCgroupPaths::new(options.driver);
+    let mut rejected = Vec::new();
+    let pods: Vec<PodMeta> = input
+        .pods
+        .iter()
+        .filter_map(|p| match PodMeta::new(Arc::new(p.clone())) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                rejected.push(e.to_string());
+                None
+            }
+        })
+        .collect();
+    let threshold = input
+        .node_slo
+        .as_ref()
+        .and_then(|s| s.spec.resource_used_threshold_with_be.as_ref());
+    let settings = BeLimitsSettings {
+        suppress_by_cfs_quota: threshold.is_some_and(|t| {
+            t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
+        }),
+    };
+    let be = be_limits::decide(&pods, &paths, settings);
+    let writes: Vec<PrintedWrite> = be.writes.iter().map(|w| print_write(w, options)).collect();
+    json!({
+        "writes": writes,
+        "evictions": [],
+        "strategies": {
+            "be_limits": {
+                "suppressByCfsQuota": settings.suppress_by_cfs_quota,
+                "pods": be.pods,
+                "skipped": be.skipped,
+            },
+        },
+        "rejectedPods": rejected,
+    })
+}

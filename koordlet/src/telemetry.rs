@@ -1,0 +1,76 @@
+//! Prometheus metrics of the agent (served on `/metrics` with the `koordlet_` prefix).
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::executor::ApplyReport;
+
+type Labels = Vec<(String, String)>;
+
+/// The agent's metrics; cheap to clone (shared handles).
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    /// Duration of one collection round.
+    pub collection_seconds: Histogram,
+    /// Cgroup writes by strategy and result (`changed`, `unchanged`, `unsupported`, `missing`, `error`).
+    pub cgroup_writes: Family<Labels, Counter>,
+    /// Cgroup files found unsupported on this kernel (each logged once).
+    pub unsupported: Gauge,
+    /// NodeMetric status reports by result.
+    pub reports: Family<Labels, Counter>,
+}
+
+impl Telemetry {
+    /// Creates and registers the metrics.
+    pub fn register(registry: &mut Registry) -> Self {
+        let t = Telemetry {
+            collection_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            cgroup_writes: Family::default(),
+            unsupported: Gauge::default(),
+            reports: Family::default(),
+        };
+        registry.register(
+            "collection_round_seconds",
+            "Duration of one metric collection round",
+            t.collection_seconds.clone(),
+        );
+        registry.register(
+            "cgroup_writes",
+            "Cgroup writes by strategy and result",
+            t.cgroup_writes.clone(),
+        );
+        registry.register(
+            "unsupported_resources",
+            "Cgroup files this kernel does not support",
+            t.unsupported.clone(),
+        );
+        registry.register(
+            "nodemetric_reports",
+            "NodeMetric status reports by result",
+            t.reports.clone(),
+        );
+        t
+    }
+
+    /// Counts an executor report.
+    pub fn record_apply(&self, strategy: &str, report: &ApplyReport) {
+        let add = |result: &str, n: usize| {
+            if n > 0 {
+                self.cgroup_writes
+                    .get_or_create(&vec![
+                        ("strategy".to_string(), strategy.to_string()),
+                        ("result".to_string(), result.to_string()),
+                    ])
+                    .inc_by(n as u64);
+            }
+        };
+        add("changed", report.changes.len());
+        add("unchanged", report.skipped_cached + report.skipped_unchanged);
+        add("unsupported", report.skipped_unsupported);
+        add("missing", report.skipped_missing);
+        add("error", report.errors.len());
+    }
+}
