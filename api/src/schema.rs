@@ -14,8 +14,7 @@ pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
 
 /// The pattern controller-gen puts on Kubernetes quantities; it also marks a schema as a
 /// quantity for the ConfigMap parser, which accepts bare JSON numbers there like Go does.
-pub const QUANTITY_PATTERN: &str =
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// A quantity that is always present (`x-kubernetes-int-or-string`, explicitly not nullable, so
 /// the API server never stores a `null` the Rust type could not read back).
