@@ -339,7 +339,6 @@ fn list(server: &ApiServer, t: &Target, q: &Query, accept: &str) -> ApiResult<Re
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let (Some(n), Some(m)) = (&next, metadata.as_object_mut()) {
         m.insert("continue".into(), json!(n));
-        m.insert("remainingItemCount".into(), json!(page.remaining));
     }
     let head = json!({"kind": format!("{}List", t.info.kind), "apiVersion": t.info.api_version(&t.version), "metadata": metadata});
     let mut out = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;

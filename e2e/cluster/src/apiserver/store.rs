@@ -94,8 +94,8 @@ pub struct ListPage {
     pub rv: u64,
     /// Key to continue after, if the page was cut by `limit`.
     pub next: Option<ObjectKey>,
-    /// Number of matching objects after this page (when cut).
-    pub remaining: usize,
+    /// More matching objects follow this page.
+    pub more: bool,
 }
 
 fn set_rv(value: &mut Value, rv: u64) {
@@ -168,7 +168,7 @@ impl Store {
             items: Vec::new(),
             rv: st.rv,
             next: None,
-            remaining: 0,
+            more: false,
         };
         let Some(map) = st.objects.get(res) else {
             return page;
@@ -187,15 +187,16 @@ impl Store {
                 continue;
             }
             if page.items.len() >= limit {
-                page.remaining += 1;
-                continue;
+                // One more match proves there is a next page; do not scan the rest.
+                page.more = true;
+                break;
             }
             page.items.push(obj.clone());
             if page.items.len() == limit {
                 page.next = Some(key.clone());
             }
         }
-        if page.remaining == 0 {
+        if !page.more {
             page.next = None;
         }
         page
