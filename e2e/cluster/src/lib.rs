@@ -1,1 +1,3 @@
 //! Work in progress: see the crate README.
+
+pub mod node;
