@@ -29,10 +29,18 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct NodeSLOSpec {
     /// Thresholds that protect LS pods from BE pods: CPU suppress, CPU and memory eviction.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "resourceUsedThresholdWithBE")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "resourceUsedThresholdWithBE"
+    )]
     pub resource_used_threshold_with_be: Option<ResourceThresholdStrategy>,
     /// cgroup-level QoS per QoS class (CPU identity, memory, block I/O, resctrl, network).
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "resourceQOSStrategy")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "resourceQOSStrategy"
+    )]
     pub resource_qos_strategy: Option<ResourceQosStrategy>,
     /// CPU burst for LS pods, with optional pod-level strategies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
