@@ -104,7 +104,7 @@ fn simulated_pod_burns_cpu_in_a_real_cgroup_and_leaves_nothing_behind() {
         grown / 1_000_000
     );
     // 0.5 core for 1.5 s is 750 ms; a busy 2-core machine may give less, never nothing.
-    assert!(grown > 100_000_000, "cpu usage grew only {grown} ns");
+    assert!(grown > 30_000_000, "cpu usage grew only {grown} ns");
     assert!(
         kubepods_grown >= grown,
         "kubepods {kubepods_grown} < container {grown}"
@@ -192,7 +192,7 @@ fn fake_cgroupfs_simulates_usage_from_the_real_processes() {
         "fake container cpu usage grew {} ms in 1.5 s at load 0.5",
         grown / 1_000_000
     );
-    assert!(grown >= 100_000_000, "fake cpuacct.usage grew only {grown} ns");
+    assert!(grown >= 30_000_000, "fake cpuacct.usage grew only {grown} ns");
     assert!(read_u64(&root.join("cpuacct/kubepods/cpuacct.usage")) >= read_u64(&usage_file));
     let rss = read_u64(
         &root

@@ -189,9 +189,15 @@ mod tests {
             value["spec"]["nodeName"] = json!(node);
         }
         for (k, v) in extra.as_object().into_iter().flatten() {
-            if let Some(o) = value[k.as_str()].as_object_mut() {
-                o.extend(v.as_object().cloned().unwrap_or_default());
-            }
+            let section = value
+                .as_object_mut()
+                .unwrap()
+                .entry(k.clone())
+                .or_insert_with(|| json!({}));
+            section
+                .as_object_mut()
+                .unwrap()
+                .extend(v.as_object().cloned().unwrap_or_default());
         }
         serde_json::from_value(value).unwrap()
     }
