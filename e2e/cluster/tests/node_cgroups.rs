@@ -49,6 +49,15 @@ fn cpu_usage_ns(dir: &Path, v2: bool) -> u64 {
         * 1000
 }
 
+/// Waits (up to 10 s on a busy machine) until the worker has used some CPU, i.e. python started.
+fn wait_until_working(mut usage: impl FnMut() -> u64) {
+    let start = usage();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while usage() == start && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn simulated_pod_burns_cpu_in_a_real_cgroup_and_leaves_nothing_behind() {
     let _cpu = CPU_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -94,6 +103,7 @@ fn simulated_pod_burns_cpu_in_a_real_cgroup_and_leaves_nothing_behind() {
     );
 
     let kubepods = node.dir("cpuacct", "kubepods").unwrap();
+    wait_until_working(|| cpu_usage_ns(&cpuacct, v2));
     let before = cpu_usage_ns(&cpuacct, v2);
     let kubepods_before = cpu_usage_ns(&kubepods, v2);
     std::thread::sleep(Duration::from_millis(1500));
@@ -182,8 +192,11 @@ fn fake_cgroupfs_simulates_usage_from_the_real_processes() {
     let container = &running.containers[0];
     let mut accounting = FakeAccounting::default();
     let sample = || -> BTreeMap<String, _> { [(container.dir.clone(), container.processes.usage())].into() };
-    accounting.write(&node, &sample()).unwrap();
     let usage_file = root.join("cpuacct").join(&container.dir).join("cpuacct.usage");
+    wait_until_working(|| {
+        accounting.write(&node, &sample()).unwrap();
+        read_u64(&usage_file)
+    });
     let before = read_u64(&usage_file);
     std::thread::sleep(Duration::from_millis(1500));
     accounting.write(&node, &sample()).unwrap();

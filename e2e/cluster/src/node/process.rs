@@ -47,6 +47,22 @@ pub const MAX_WORKERS: u64 = 64;
 /// The interpreter used for workers.
 pub const PYTHON: &str = "python3";
 
+/// The interpreter's real path, resolved once: launchers such as pyenv shims would otherwise
+/// run a shell script (and its children) before every worker starts.
+fn python() -> &'static std::ffi::OsStr {
+    static RESOLVED: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+    RESOLVED.get_or_init(|| {
+        Command::new(PYTHON)
+            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
+            .stdin(Stdio::null())
+            .output()
+            .ok()
+            .filter(|out| out.status.success() && !out.stdout.is_empty())
+            .map(|out| std::ffi::OsString::from(String::from_utf8_lossy(&out.stdout).into_owned()))
+            .unwrap_or_else(|| PYTHON.into())
+    })
+}
+
 /// Process failures.
 #[derive(Debug, Error)]
 pub enum ProcessError {
@@ -78,7 +94,7 @@ impl ContainerProcesses {
         let mut processes = ContainerProcesses { workers: Vec::new() };
         for index in 0..workers {
             let bytes = if index == 0 { workload.memory_bytes } else { 0 };
-            let mut child = Command::new(PYTHON)
+            let mut child = Command::new(python())
                 .arg("-c")
                 .arg(WORKER)
                 .arg(format!("{load_each:.4}"))
