@@ -13,9 +13,12 @@
 //! cluster.write_kubeconfig("/tmp/kubeconfig")?;
 //! # drop(client); Ok(()) }
 //! ```
+//!
+//! Simulated nodes whose pods run as real processes in real cgroups: [`node::SimulatedNodes`].
 
 pub mod apiserver;
 pub mod cluster;
+pub mod node;
 
 pub use apiserver::tls::SelfSignedCert;
 pub use apiserver::{ApiError, ApiServer};

@@ -1,0 +1,253 @@
+//! The minimal scheduler's decision: which simulated node has room for a pod.
+//!
+//! Pure data in, a node name (or the reasons none fits) out. Requests include extended
+//! resources such as `kubernetes.io/batch-cpu`, so BE pods land only where the manager has
+//! published batch allocatable, as with the real koord-scheduler.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+use super::quantity::{QuantityError, parse_milli};
+
+/// Resource name to amount in milli-units (`cpu: 1` is 1000, `memory: 1Ki` is 1 024 000).
+pub type Resources = BTreeMap<String, i128>;
+
+/// The pseudo-resource counting pods against `allocatable.pods`.
+const PODS: &str = "pods";
+
+/// What the scheduler knows about one node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRoom {
+    /// Node name.
+    pub name: String,
+    /// Node labels, matched against `spec.nodeSelector`.
+    pub labels: BTreeMap<String, String>,
+    /// `status.allocatable` in milli-units.
+    pub allocatable: Resources,
+    /// Sum of the requests of the non-terminated pods already bound to it.
+    pub requested: Resources,
+    /// False when cordoned (`spec.unschedulable`) or not Ready.
+    pub schedulable: bool,
+}
+
+/// The effective requests of a pod as the scheduler counts them: per resource the larger of the
+/// sum over containers and the largest init container, plus overhead, plus one `pods`.
+/// A limit without a request counts as the request (API server defaulting).
+pub fn pod_requests(spec: &PodSpec) -> Result<Resources, QuantityError> {
+    let mut total = Resources::new();
+    for container in &spec.containers {
+        for (name, value) in container_requests(container)? {
+            *total.entry(name).or_default() += value;
+        }
+    }
+    for container in spec.init_containers.iter().flatten() {
+        for (name, value) in container_requests(container)? {
+            let entry = total.entry(name).or_default();
+            *entry = (*entry).max(value);
+        }
+    }
+    for (name, quantity) in spec.overhead.iter().flatten() {
+        *total.entry(name.clone()).or_default() += parse_milli(&quantity.0)?;
+    }
+    *total.entry(PODS.to_string()).or_default() += 1000;
+    Ok(total)
+}
+
+fn container_requests(container: &Container) -> Result<Resources, QuantityError> {
+    let mut out = Resources::new();
+    let Some(resources) = &container.resources else {
+        return Ok(out);
+    };
+    for (name, quantity) in resources.limits.iter().flatten() {
+        out.insert(name.clone(), parse_milli(&quantity.0)?);
+    }
+    for (name, quantity) in resources.requests.iter().flatten() {
+        out.insert(name.clone(), parse_milli(&quantity.0)?);
+    }
+    Ok(out)
+}
+
+/// Adds `pod` to `sum` (used to build [`NodeRoom::requested`]).
+pub fn add_requests(sum: &mut Resources, pod: &Resources) {
+    for (name, value) in pod {
+        *sum.entry(name.clone()).or_default() += value;
+    }
+}
+
+/// Picks the node for a pod: among schedulable nodes whose labels match the node selector and
+/// whose allocatable covers every positive request on top of what is already requested, the
+/// one with the most CPU left afterwards (spreading load like the default scheduler's
+/// least-allocated score); ties go to the smaller name. `Err` lists why each node was rejected.
+pub fn choose_node(
+    requests: &Resources,
+    node_selector: &BTreeMap<String, String>,
+    nodes: &[NodeRoom],
+) -> Result<String, String> {
+    let mut best: Option<(i128, &str)> = None;
+    let mut reasons = Vec::new();
+    for node in nodes {
+        match fits(requests, node_selector, node) {
+            Ok(cpu_left) => {
+                let better = match best {
+                    None => true,
+                    Some((left, name)) => cpu_left > left || (cpu_left == left && node.name.as_str() < name),
+                };
+                if better {
+                    best = Some((cpu_left, &node.name));
+                }
+            }
+            Err(reason) => reasons.push(format!("{}: {reason}", node.name)),
+        }
+    }
+    match best {
+        Some((_, name)) => Ok(name.to_string()),
+        None if nodes.is_empty() => Err("no simulated nodes".to_string()),
+        None => Err(reasons.join("; ")),
+    }
+}
+
+/// `Ok(cpu milli left after placing)` or why the pod does not fit.
+fn fits(
+    requests: &Resources,
+    node_selector: &BTreeMap<String, String>,
+    node: &NodeRoom,
+) -> Result<i128, String> {
+    if !node.schedulable {
+        return Err("not schedulable".into());
+    }
+    for (key, value) in node_selector {
+        if node.labels.get(key) != Some(value) {
+            return Err(format!("node selector {key}={value} does not match"));
+        }
+    }
+    for (name, wanted) in requests.iter().filter(|(_, v)| **v > 0) {
+        let allocatable = node.allocatable.get(name).copied().unwrap_or(0);
+        let used = node.requested.get(name).copied().unwrap_or(0);
+        if used + wanted > allocatable {
+            return Err(format!(
+                "insufficient {name} (requested {wanted}m, free {}m)",
+                allocatable - used
+            ));
+        }
+    }
+    let cpu = |m: &Resources| m.get("cpu").copied().unwrap_or(0);
+    Ok(cpu(&node.allocatable) - cpu(&node.requested) - cpu(requests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn res(pairs: &[(&str, i128)]) -> Resources {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    fn node(name: &str, allocatable: &[(&str, i128)], requested: &[(&str, i128)]) -> NodeRoom {
+        NodeRoom {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            allocatable: res(allocatable),
+            requested: res(requested),
+            schedulable: true,
+        }
+    }
+
+    #[test]
+    fn requests_sum_containers_and_respect_init_and_batch() {
+        let c = |req: &[(&str, &str)], lim: &[(&str, &str)]| Container {
+            resources: Some(ResourceRequirements {
+                requests: Some(
+                    req.iter()
+                        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                        .collect(),
+                ),
+                limits: Some(
+                    lim.iter()
+                        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let spec = PodSpec {
+            containers: vec![
+                c(&[("cpu", "500m")], &[]),
+                c(&[], &[("cpu", "1"), ("kubernetes.io/batch-memory", "1Ki")]),
+            ],
+            init_containers: Some(vec![c(&[("cpu", "2")], &[])]),
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_requests(&spec),
+            Ok(res(&[
+                ("cpu", 2000),
+                ("kubernetes.io/batch-memory", 1_024_000),
+                ("pods", 1000)
+            ]))
+        );
+    }
+
+    #[test]
+    fn chooses_a_node_with_room_and_spreads() {
+        let nodes = vec![
+            node("a", &[("cpu", 4000), ("pods", 110_000)], &[("cpu", 3000)]),
+            node("b", &[("cpu", 4000), ("pods", 110_000)], &[("cpu", 1000)]),
+            node(
+                "c",
+                &[
+                    ("cpu", 4000),
+                    ("pods", 110_000),
+                    ("kubernetes.io/batch-cpu", 2000),
+                ],
+                &[("cpu", 2000)],
+            ),
+        ];
+        let empty = BTreeMap::new();
+        assert_eq!(
+            choose_node(&res(&[("cpu", 1000), ("pods", 1000)]), &empty, &nodes),
+            Ok("b".into())
+        );
+        // Only c publishes batch-cpu.
+        assert_eq!(
+            choose_node(
+                &res(&[("kubernetes.io/batch-cpu", 1000), ("pods", 1000)]),
+                &empty,
+                &nodes
+            ),
+            Ok("c".into())
+        );
+        let too_big = choose_node(&res(&[("kubernetes.io/batch-cpu", 3000)]), &empty, &nodes);
+        assert!(
+            too_big
+                .as_ref()
+                .is_err_and(|e| e.contains("insufficient kubernetes.io/batch-cpu")),
+            "{too_big:?}"
+        );
+        // Zero requests need nothing; ties go to the smaller name.
+        let twins = vec![node("y", &[("cpu", 1000)], &[]), node("x", &[("cpu", 1000)], &[])];
+        assert_eq!(
+            choose_node(&res(&[("memory", 0)]), &empty, &twins),
+            Ok("x".into())
+        );
+    }
+
+    #[test]
+    fn honours_selector_and_cordon() {
+        let mut a = node("a", &[("cpu", 1000)], &[]);
+        a.labels.insert("zone".into(), "z1".into());
+        let mut b = node("b", &[("cpu", 8000)], &[]);
+        let selector: BTreeMap<String, String> = [("zone".to_string(), "z1".to_string())].into();
+        assert_eq!(
+            choose_node(&res(&[]), &selector, &[a.clone(), b.clone()]),
+            Ok("a".into())
+        );
+        b.schedulable = false;
+        a.schedulable = false;
+        assert!(choose_node(&res(&[]), &BTreeMap::new(), &[a, b]).is_err());
+        assert!(choose_node(&res(&[]), &BTreeMap::new(), &[]).is_err());
+    }
+}
