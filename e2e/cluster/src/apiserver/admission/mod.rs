@@ -1,0 +1,257 @@
+//! Dynamic admission: registered MutatingWebhookConfigurations, then
+//! ValidatingWebhookConfigurations, called over HTTPS for every write whose rules match.
+
+pub mod client;
+pub mod matching;
+
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+pub use matching::Operation;
+use matching::{RequestAttributes, webhook_matches};
+
+use super::error::{ApiError, ApiResult};
+use super::object::meta;
+use super::ops::Target;
+use super::resource::GroupResource;
+use super::server::ApiServer;
+
+fn configs(server: &ApiServer, plural: &str) -> Vec<Value> {
+    let res = GroupResource::new("admissionregistration.k8s.io", plural);
+    server
+        .store
+        .list(&res, None, None, None, &|_| true)
+        .items
+        .iter()
+        .map(|o| o.value.clone())
+        .collect()
+}
+
+/// Outcome of one webhook call.
+enum Verdict {
+    Allowed(Option<Value>),
+    Denied(ApiError),
+}
+
+/// Build the AdmissionReview request (pure).
+pub fn review_request(
+    uid: &str,
+    op: Operation,
+    t: &Target,
+    name: &str,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    dry_run: bool,
+) -> Value {
+    let info = &t.info;
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": info.group, "version": t.version, "kind": info.kind},
+            "resource": {"group": info.group, "version": t.version, "resource": info.plural},
+            "subResource": t.subresource.clone().unwrap_or_default(),
+            "requestKind": {"group": info.group, "version": t.version, "kind": info.kind},
+            "requestResource": {"group": info.group, "version": t.version, "resource": info.plural},
+            "name": name,
+            "namespace": if info.namespaced { t.namespace.clone().unwrap_or_default() } else { String::new() },
+            "operation": op.as_str(),
+            "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object.cloned().unwrap_or(Value::Null),
+            "oldObject": old.cloned().unwrap_or(Value::Null),
+            "dryRun": dry_run,
+            "options": Value::Null,
+        }
+    })
+}
+
+/// Interpret a webhook's AdmissionReview response (pure). `Ok(None)` means allowed without a patch.
+fn verdict(webhook: &str, uid: &str, resp: &Value) -> Result<Verdict, String> {
+    let r = resp.get("response").ok_or("response is missing")?;
+    if r.get("uid").and_then(Value::as_str) != Some(uid) {
+        return Err(format!("expected response.uid {uid:?}"));
+    }
+    if !r.get("allowed").and_then(Value::as_bool).unwrap_or(false) {
+        let status = r.get("status");
+        let code = status
+            .and_then(|s| s.get("code"))
+            .and_then(Value::as_u64)
+            .filter(|c| (400..600).contains(c))
+            .unwrap_or(403);
+        let msg = status
+            .and_then(|s| s.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut e = ApiError::forbidden(format!(
+            "admission webhook \"{webhook}\" denied the request: {msg}"
+        ));
+        e.code = code as u16;
+        return Ok(Verdict::Denied(e));
+    }
+    let Some(patch) = r.get("patch").and_then(Value::as_str) else {
+        return Ok(Verdict::Allowed(None));
+    };
+    if let Some(pt) = r.get("patchType").and_then(Value::as_str)
+        && pt != "JSONPatch"
+    {
+        return Err(format!("unsupported patchType {pt:?}"));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .map_err(|e| format!("patch is not base64: {e}"))?;
+    let p: Value = serde_json::from_slice(&bytes).map_err(|e| format!("patch is not JSON: {e}"))?;
+    Ok(Verdict::Allowed(Some(p)))
+}
+
+impl ApiServer {
+    /// Run admission for a write; returns the (possibly mutated) object, or `Null` for deletes.
+    pub async fn admit(
+        &self,
+        op: Operation,
+        t: &Target,
+        name: &str,
+        object: Option<Value>,
+        old: Option<Value>,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
+        if t.info.group == "admissionregistration.k8s.io" {
+            return Ok(object.unwrap_or(Value::Null));
+        }
+        let sub = t.subresource.clone().unwrap_or_default();
+        let attrs = RequestAttributes {
+            operation: op,
+            group: &t.info.group,
+            version: &t.version,
+            resource: &t.info.plural,
+            subresource: &sub,
+            namespaced: t.info.namespaced,
+        };
+        let ns_labels = if t.info.namespaced {
+            self.store
+                .get(&GroupResource::new("", "namespaces"), "", t.ns())
+                .and_then(|n| meta(&n.value).get("labels").cloned())
+        } else {
+            None
+        };
+        let mut object = object;
+        for (plural, mutating) in [
+            ("mutatingwebhookconfigurations", true),
+            ("validatingwebhookconfigurations", false),
+        ] {
+            let mut cfgs = configs(self, plural);
+            cfgs.sort_by(|a, b| {
+                meta(a)
+                    .get("name")
+                    .map(Value::to_string)
+                    .cmp(&meta(b).get("name").map(Value::to_string))
+            });
+            for cfg in &cfgs {
+                for wh in cfg
+                    .get("webhooks")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let labels =
+                        [object.as_ref(), old.as_ref()].map(|o| o.and_then(|o| meta(o).get("labels")));
+                    let present: Vec<Option<&Value>> = [object.as_ref(), old.as_ref()]
+                        .iter()
+                        .zip(labels)
+                        .filter(|(o, _)| o.is_some())
+                        .map(|(_, l)| l)
+                        .collect();
+                    let matches = webhook_matches(wh, &attrs, ns_labels.as_ref(), &present)
+                        .map_err(|e| ApiError::internal(format!("webhook selector: {e}")))?;
+                    if !matches {
+                        continue;
+                    }
+                    let wh_name = wh.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                    let fail_open = wh.get("failurePolicy").and_then(Value::as_str) == Some("Ignore");
+                    match self
+                        .call_webhook(wh, &wh_name, op, t, name, object.as_ref(), old.as_ref(), dry_run)
+                        .await
+                    {
+                        Ok(Verdict::Allowed(Some(patch))) if mutating => {
+                            let Some(obj) = object.as_mut() else { continue };
+                            let p: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+                                ApiError::internal(format!(
+                                    "webhook \"{wh_name}\" returned an invalid JSONPatch: {e}"
+                                ))
+                            })?;
+                            let mut patched = obj.clone();
+                            json_patch::patch(&mut patched, &p).map_err(|e| {
+                                ApiError::internal(format!(
+                                    "webhook \"{wh_name}\" returned a patch that does not apply: {e}"
+                                ))
+                            })?;
+                            *obj = patched;
+                        }
+                        Ok(Verdict::Allowed(_)) => {}
+                        Ok(Verdict::Denied(e)) => return Err(e),
+                        Err(e) if fail_open => {
+                            tracing::warn!(webhook = %wh_name, error = %e, "webhook failed, failurePolicy Ignore");
+                        }
+                        Err(e) => {
+                            return Err(ApiError::internal(format!(
+                                "Internal error occurred: failed calling webhook \"{wh_name}\": {e}"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(object.unwrap_or(Value::Null))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn call_webhook(
+        &self,
+        wh: &Value,
+        wh_name: &str,
+        op: Operation,
+        t: &Target,
+        name: &str,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        dry_run: bool,
+    ) -> Result<Verdict, String> {
+        let cc = wh.get("clientConfig").cloned().unwrap_or(Value::Null);
+        let endpoint = client::resolve(&cc, &self.services()).map_err(|e| e.to_string())?;
+        let timeout = wh
+            .get("timeoutSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .clamp(1, 30);
+        let uid = uuid::Uuid::new_v4().to_string();
+        let review = review_request(&uid, op, t, name, object, old, dry_run);
+        let ca = cc.get("caBundle").and_then(Value::as_str);
+        let resp = client::call(&endpoint, ca, &review, Duration::from_secs(timeout))
+            .await
+            .map_err(|e| e.to_string())?;
+        verdict(wh_name, &uid, &resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts() {
+        let patch =
+            base64::engine::general_purpose::STANDARD.encode(br#"[{"op":"add","path":"/x","value":1}]"#);
+        let ok = json!({"response": {"uid": "u", "allowed": true, "patchType": "JSONPatch", "patch": patch}});
+        assert!(matches!(verdict("w", "u", &ok), Ok(Verdict::Allowed(Some(_)))));
+        let denied =
+            json!({"response": {"uid": "u", "allowed": false, "status": {"code": 422, "message": "no"}}});
+        match verdict("w", "u", &denied) {
+            Ok(Verdict::Denied(e)) => assert_eq!((e.code, e.message.contains("no")), (422, true)),
+            _ => panic!("expected denial"),
+        }
+        assert!(verdict("w", "other", &ok).is_err());
+        assert!(verdict("w", "u", &json!({})).is_err());
+    }
+}

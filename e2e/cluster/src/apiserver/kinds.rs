@@ -1,0 +1,294 @@
+//! Per-kind behaviour a real API server gets from its registry strategies and built-in
+//! admission plugins: pod defaults (phase, QoS class, priority from PriorityClass), namespace
+//! phase, service cluster IPs, CRD status and serving, cascading deletes.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiResult};
+use super::object::{meta_str, now_rfc3339};
+use super::resource::{GroupResource, ResourceInfo, info_from_crd};
+use super::server::ApiServer;
+
+/// Parse a Kubernetes quantity (`100m`, `1Gi`, `2`) to a number (cores or bytes).
+pub fn parse_quantity(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        s if s.starts_with('e') || s.starts_with('E') => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    Some(n * mult)
+}
+
+fn quantity_of(res: Option<&Value>, name: &str) -> Option<f64> {
+    let v = res?.get(name)?;
+    match v {
+        Value::String(s) => parse_quantity(s),
+        Value::Number(n) => n.as_f64(),
+        _ => None,
+    }
+}
+
+/// The pod QoS class, computed as the kubelet and API server do (cpu and memory only).
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
+        .flatten();
+    let (mut any, mut guaranteed) = (false, true);
+    for c in containers {
+        let requests = c.pointer("/resources/requests");
+        let limits = c.pointer("/resources/limits");
+        for r in ["cpu", "memory"] {
+            let (req, lim) = (quantity_of(requests, r), quantity_of(limits, r));
+            if req.is_some_and(|x| x != 0.0) || lim.is_some_and(|x| x != 0.0) {
+                any = true;
+            }
+            match (req, lim) {
+                (_, None) => guaranteed = false,
+                (Some(a), Some(b)) if a != b => guaranteed = false,
+                _ => {}
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn set(obj: &mut Value, pointer: &str, value: Value) {
+    let mut cur = obj;
+    for seg in pointer.split('/').filter(|s| !s.is_empty()) {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(m) = cur.as_object_mut() else { return };
+        cur = m.entry(seg.to_string()).or_insert(Value::Null);
+    }
+    *cur = value;
+}
+
+fn set_default(obj: &mut Value, pointer: &str, value: Value) {
+    if obj.pointer(pointer).is_none_or(Value::is_null) {
+        set(obj, pointer, value);
+    }
+}
+
+/// Defaults and server-side fields for a new object of a given kind.
+pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+    let name = meta_str(obj, "name").unwrap_or_default().to_string();
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "pods") => {
+            let containers = obj
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map(Vec::len)
+                .unwrap_or(0);
+            if containers == 0 {
+                return Err(ApiError::invalid("Pod", &name, "spec.containers: Required value"));
+            }
+            for (p, v) in [
+                ("/spec/restartPolicy", json!("Always")),
+                ("/spec/schedulerName", json!("default-scheduler")),
+                ("/spec/terminationGracePeriodSeconds", json!(30)),
+                ("/spec/dnsPolicy", json!("ClusterFirst")),
+            ] {
+                set_default(obj, p, v);
+            }
+            resolve_priority(server, obj, &name)?;
+            let qos = obj.get("spec").map(qos_class).unwrap_or("BestEffort");
+            set(obj, "/status", json!({"phase": "Pending", "qosClass": qos}));
+        }
+        ("", "namespaces") => set(obj, "/status", json!({"phase": "Active"})),
+        ("", "services") => {
+            set_default(obj, "/spec/type", json!("ClusterIP"));
+            if obj
+                .pointer("/spec/clusterIP")
+                .is_none_or(|v| v.is_null() || v == "")
+            {
+                let n = server.next_cluster_ip.fetch_add(1, Ordering::Relaxed);
+                let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
+                set(obj, "/spec/clusterIP", json!(ip));
+                set(obj, "/spec/clusterIPs", json!([ip]));
+            }
+            set_default(obj, "/spec/sessionAffinity", json!("None"));
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let served =
+                info_from_crd(obj).map_err(|e| ApiError::invalid("CustomResourceDefinition", &name, e))?;
+            let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+            let now = now_rfc3339();
+            let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
+            set(
+                obj,
+                "/status",
+                json!({
+                    "acceptedNames": names,
+                    "storedVersions": [served.storage_version()],
+                    "conditions": [cond("NamesAccepted", "NoConflicts"), cond("Established", "InitialNamesAccepted")],
+                }),
+            );
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The `Priority` admission plugin: `spec.priority` from `spec.priorityClassName` (or the
+/// global default class), before webhooks run.
+fn resolve_priority(server: &ApiServer, pod: &mut Value, name: &str) -> ApiResult<()> {
+    let pcs = GroupResource::new("scheduling.k8s.io", "priorityclasses");
+    let class_name = pod
+        .pointer("/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let class = match &class_name {
+        Some(c) => Some(server.store.get(&pcs, "", c).ok_or_else(|| {
+            ApiError::forbidden(format!(
+                "pods \"{name}\" is forbidden: no PriorityClass with name {c} was found"
+            ))
+        })?),
+        None => server
+            .store
+            .list(&pcs, None, None, None, &|v| {
+                v.get("globalDefault").and_then(Value::as_bool) == Some(true)
+            })
+            .items
+            .into_iter()
+            .next(),
+    };
+    let value = class
+        .as_ref()
+        .and_then(|c| c.value.get("value").and_then(Value::as_i64))
+        .unwrap_or(0);
+    if let Some(given) = pod.pointer("/spec/priority").and_then(Value::as_i64)
+        && class.is_some()
+        && given != value
+    {
+        return Err(ApiError::forbidden(format!(
+            "pods \"{name}\" is forbidden: the integer value of priority ({given}) must not be provided in pod spec; \
+             priority admission controller computed {value} from the given PriorityClass name"
+        )));
+    }
+    if pod.pointer("/spec/priority").is_none() {
+        set(pod, "/spec/priority", json!(value));
+    }
+    if let Some(c) = class {
+        if class_name.is_none()
+            && let Some(n) = meta_str(&c.value, "name")
+        {
+            set(pod, "/spec/priorityClassName", json!(n));
+        }
+        if let Some(p) = c.value.get("preemptionPolicy") {
+            set_default(pod, "/spec/preemptionPolicy", p.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Validation that must hold after admission (webhooks may have changed the object).
+pub fn validate(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+    let name = meta_str(obj, "name").unwrap_or_default();
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("scheduling.k8s.io", "priorityclasses") if obj.get("value").and_then(Value::as_i64).is_none() => {
+            Err(ApiError::invalid("PriorityClass", name, "value: Required value"))
+        }
+        ("coordination.k8s.io", "leases")
+            if obj
+                .pointer("/spec/leaseDurationSeconds")
+                .is_some_and(|v| v.as_i64().is_none_or(|n| n < 0) && !v.is_null()) =>
+        {
+            Err(ApiError::invalid(
+                "Lease",
+                name,
+                "spec.leaseDurationSeconds: must be a non-negative integer",
+            ))
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => info_from_crd(obj)
+            .map(|_| ())
+            .map_err(|e| ApiError::invalid("CustomResourceDefinition", name, e)),
+        _ => Ok(()),
+    }
+}
+
+/// After a committed create or update: a CRD starts (or keeps) being served.
+pub fn after_write(server: &ApiServer, info: &ResourceInfo, obj: &Value) {
+    if info.group == "apiextensions.k8s.io"
+        && info.plural == "customresourcedefinitions"
+        && let Err(e) = server.store.update_registry(|r| r.install_crd(obj))
+    {
+        tracing::warn!(error = %e, "CRD not served");
+    }
+}
+
+/// After a committed delete: cascade namespace contents and CRD instances.
+pub fn after_delete(server: &ApiServer, info: &ResourceInfo, obj: &Value) {
+    let name = meta_str(obj, "name").unwrap_or_default().to_string();
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "namespaces") => {
+            let registry = server.store.registry();
+            for res in server.store.resources_with_objects() {
+                if registry.get(&res).is_some_and(|i| !i.namespaced) {
+                    continue;
+                }
+                for key in server.store.keys(&res, Some(&name)) {
+                    let _ = server.store.remove(&res, &key, None);
+                }
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            if let Ok(served) = info_from_crd(obj) {
+                let res = served.group_resource();
+                for key in server.store.keys(&res, None) {
+                    let _ = server.store.remove(&res, &key, None);
+                }
+                server.store.update_registry(|r| r.remove_crd(&res));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_and_qos() {
+        assert_eq!(parse_quantity("100m"), Some(0.1));
+        assert_eq!(parse_quantity("1Gi"), Some(1073741824.0));
+        assert_eq!(parse_quantity("1e3"), Some(1000.0));
+        assert_eq!(parse_quantity("x"), None);
+        let be = json!({"containers": [{"name": "a"}]});
+        assert_eq!(qos_class(&be), "BestEffort");
+        let g = json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1000m", "memory": "1Gi"}}}]});
+        assert_eq!(qos_class(&g), "Guaranteed");
+        let b = json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]});
+        assert_eq!(qos_class(&b), "Burstable");
+        let batch = json!({"containers": [{"name": "a", "resources": {"requests": {"kubernetes.io/batch-cpu": "1000"}}}]});
+        assert_eq!(qos_class(&batch), "BestEffort");
+    }
+}

@@ -1,0 +1,226 @@
+//! The four PATCH flavours: JSON merge patch, JSON patch, strategic merge patch and
+//! server-side apply (see `apply` for the approximation).
+
+pub mod managed;
+pub mod strategic;
+
+use serde_json::Value;
+
+use super::error::{ApiError, ApiResult};
+use super::resource::ResourceInfo;
+use managed::{ManagedEntry, get_path, leaves, overlaps, remove_path};
+
+/// PATCH content types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply).
+    Apply,
+}
+
+impl PatchKind {
+    /// From the request's Content-Type (415 for anything else).
+    pub fn from_content_type(ct: &str) -> ApiResult<Self> {
+        let base = ct.split(';').next().unwrap_or("").trim();
+        match base {
+            "application/merge-patch+json" => Ok(Self::Merge),
+            "application/json-patch+json" => Ok(Self::Json),
+            "application/strategic-merge-patch+json" => Ok(Self::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" if base.ends_with("yaml") => {
+                Ok(Self::Apply)
+            }
+            other => Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, \
+                 application/strategic-merge-patch+json (got {other:?})"
+            ))),
+        }
+    }
+
+    /// Operation name recorded in managedFields.
+    pub fn operation(self) -> &'static str {
+        if self == Self::Apply { "Apply" } else { "Update" }
+    }
+}
+
+/// Parse a JSON body (or YAML for apply) into a value.
+pub fn parse_body(kind: PatchKind, body: &[u8]) -> ApiResult<Value> {
+    if kind == PatchKind::Apply {
+        let text = std::str::from_utf8(body)
+            .map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
+        serde_yaml::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+    }
+}
+
+/// Apply a merge, JSON or strategic patch to the current object (served form).
+pub fn apply_patch(info: &ResourceInfo, current: &Value, kind: PatchKind, patch: &Value) -> ApiResult<Value> {
+    let mut out = current.clone();
+    match kind {
+        PatchKind::Merge => {
+            if !patch.is_object() {
+                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+            }
+            json_patch::merge(&mut out, patch);
+        }
+        PatchKind::Json => {
+            let p: json_patch::Patch = serde_json::from_value(patch.clone())
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+            json_patch::patch(&mut out, &p)
+                .map_err(|e| ApiError::invalid(&info.kind, "", format!("the JSON patch failed: {e}")))?;
+        }
+        PatchKind::Strategic => {
+            if info.custom {
+                return Err(ApiError::unsupported_media_type(
+                    "strategic merge patch is not supported for custom resources; use a merge patch",
+                ));
+            }
+            strategic::apply(&mut out, patch).map_err(ApiError::bad_request)?;
+        }
+        PatchKind::Apply => return Err(ApiError::internal("apply patches go through server_side_apply")),
+    }
+    Ok(out)
+}
+
+/// Outcome of server-side apply: the merged object (managedFields written).
+pub fn server_side_apply(
+    info: &ResourceInfo,
+    current: &Value,
+    applied: &Value,
+    manager: &str,
+    subresource: &str,
+    force: bool,
+) -> ApiResult<Value> {
+    let mut entries = managed::read(current);
+    let mine =
+        |e: &ManagedEntry| e.manager == manager && e.operation == "Apply" && e.subresource == subresource;
+    let new_fields = leaves(applied);
+    let mut conflicts = Vec::new();
+    for path in &new_fields {
+        if get_path(current, path) == get_path(applied, path) {
+            continue;
+        }
+        for e in entries.iter_mut().filter(|e| !mine(e)) {
+            let owned: Vec<Vec<String>> = e.fields.iter().filter(|p| overlaps(p, path)).cloned().collect();
+            if owned.is_empty() {
+                continue;
+            }
+            if force {
+                e.fields.retain(|p| !owned.contains(p));
+            } else {
+                conflicts.push(format!("conflict with \"{}\": .{}", e.manager, path.join(".")));
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        let name = applied
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        return Err(ApiError::conflict(
+            &info.qualified_name(),
+            name,
+            &format!(
+                "Apply failed with {} conflict(s): {}",
+                conflicts.len(),
+                conflicts.join("; ")
+            ),
+        ));
+    }
+    let old_fields = entries
+        .iter()
+        .find(|e| mine(e))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    let mut merged = current.clone();
+    if info.custom {
+        json_patch::merge(&mut merged, applied);
+    } else {
+        strategic::apply(&mut merged, applied).map_err(ApiError::bad_request)?;
+    }
+    for path in old_fields.difference(&new_fields) {
+        let owned_by_other = entries
+            .iter()
+            .filter(|e| !mine(e))
+            .any(|e| e.fields.iter().any(|p| overlaps(p, path)));
+        if !owned_by_other {
+            remove_path(&mut merged, path);
+        }
+    }
+    let api_version = applied
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    entries.retain(|e| !mine(e));
+    entries.push(ManagedEntry {
+        manager: manager.to_string(),
+        operation: "Apply".into(),
+        subresource: subresource.to_string(),
+        api_version,
+        fields: new_fields,
+    });
+    managed::write(&mut merged, &entries);
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resource::Registry;
+    use serde_json::json;
+
+    fn lease_info() -> std::sync::Arc<ResourceInfo> {
+        Registry::with_builtins()
+            .lookup("coordination.k8s.io", "v1", "leases")
+            .unwrap()
+    }
+
+    #[test]
+    fn apply_conflicts_unless_forced_and_removes_dropped_fields() {
+        let info = lease_info();
+        let base = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {}});
+        let a = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 5}});
+        let v1 = server_side_apply(&info, &base, &a, "a", "", false).unwrap();
+        assert_eq!(v1["spec"]["holderIdentity"], "a");
+        let b = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {"holderIdentity": "b"}});
+        let err = server_side_apply(&info, &v1, &b, "b", "", false).unwrap_err();
+        assert_eq!(err.code, 409);
+        let v2 = server_side_apply(&info, &v1, &b, "b", "", true).unwrap();
+        assert_eq!(v2["spec"]["holderIdentity"], "b");
+        // a re-applies without leaseDurationSeconds: a owned it alone, so it goes away.
+        let a2 = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {}});
+        let v3 = server_side_apply(&info, &v2, &a2, "a", "", false).unwrap();
+        assert!(v3["spec"].get("leaseDurationSeconds").is_none());
+        assert_eq!(v3["spec"]["holderIdentity"], "b");
+        let managers: Vec<String> = managed::read(&v3).into_iter().map(|e| e.manager).collect();
+        assert_eq!(managers, vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn patch_kinds() {
+        let info = lease_info();
+        let cur = json!({"spec": {"a": 1, "b": 2}});
+        assert_eq!(
+            apply_patch(&info, &cur, PatchKind::Merge, &json!({"spec": {"a": null}})).unwrap(),
+            json!({"spec": {"b": 2}})
+        );
+        let jp = json!([{"op": "replace", "path": "/spec/a", "value": 3}]);
+        assert_eq!(
+            apply_patch(&info, &cur, PatchKind::Json, &jp).unwrap()["spec"]["a"],
+            3
+        );
+        let bad = json!([{"op": "remove", "path": "/nope"}]);
+        assert_eq!(
+            apply_patch(&info, &cur, PatchKind::Json, &bad).unwrap_err().code,
+            422
+        );
+        assert_eq!(PatchKind::from_content_type("text/plain").unwrap_err().code, 415);
+    }
+}

@@ -1,0 +1,87 @@
+//! The API server object: storage, the webhook service address map, and start-up state.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, RwLock};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::object::prepare_create;
+use super::resource::{GroupResource, Registry};
+use super::store::Store;
+
+/// Namespaces every cluster starts with.
+pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The in-memory API server (transport-independent; `http` serves it).
+pub struct ApiServer {
+    /// All objects.
+    pub(crate) store: Store,
+    services: RwLock<HashMap<(String, String), SocketAddr>>,
+    /// Next ClusterIP to hand out to a Service.
+    pub(crate) next_cluster_ip: AtomicU32,
+    /// Cancelled at teardown: ends every watch stream.
+    pub(crate) cancel: CancellationToken,
+}
+
+impl ApiServer {
+    /// A fresh server with the default namespaces.
+    pub fn new(history_capacity: usize) -> Arc<Self> {
+        let server = Arc::new(Self {
+            store: Store::new(Registry::with_builtins(), history_capacity),
+            services: RwLock::new(HashMap::new()),
+            next_cluster_ip: AtomicU32::new(10),
+            cancel: CancellationToken::new(),
+        });
+        let registry = server.store.registry();
+        if let Some(info) = registry.get(&GroupResource::new("", "namespaces")) {
+            for ns in DEFAULT_NAMESPACES {
+                let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}});
+                if prepare_create(&info, None, &mut obj).is_ok() {
+                    let _ = server
+                        .store
+                        .create(&info.group_resource(), (String::new(), ns.to_string()), obj);
+                }
+            }
+        }
+        server
+    }
+
+    /// Map a Service (namespace, name) to a loopback address for webhook calls.
+    pub fn register_service(&self, namespace: &str, name: &str, addr: SocketAddr) {
+        let mut map = self
+            .services
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert((namespace.to_string(), name.to_string()), addr);
+    }
+
+    /// Remove a Service address.
+    pub fn unregister_service(&self, namespace: &str, name: &str) {
+        let mut map = self
+            .services
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Snapshot of the service address map.
+    pub fn services(&self) -> HashMap<(String, String), SocketAddr> {
+        self.services
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store.current_rv()
+    }
+
+    /// End all watch streams (teardown).
+    pub fn shutdown(&self) {
+        self.cancel.cancel();
+    }
+}
