@@ -26,7 +26,8 @@ use crate::{
     cli::{ControllerName, RunArgs},
     config_state::ConfigState,
     controllers::{
-        Context, UsageIndex, config_watch::ConfigWatch, error_policy, nodemetric, noderesource, nodeslo,
+        Context, UsageIndex, cleanup, config_watch::ConfigWatch, error_policy, nodemetric, noderesource,
+        nodeslo,
     },
     leader::{self, Leadership},
     metrics::Metrics,
@@ -175,6 +176,13 @@ pub async fn run(
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     });
 
+    let children = cleanup::Children {
+        node_slo: args.controllers.contains(&ControllerName::Nodeslo),
+        node_metric: args.controllers.contains(&ControllerName::Nodemetric),
+    };
+    if children.node_slo || children.node_metric {
+        tokio::spawn(cleanup::run(client.clone(), children, ctx.leadership.clone()));
+    }
     let nodes: Api<Node> = Api::all(client.clone());
     let wc = watcher::Config::default();
     let mut tasks = Vec::new();
