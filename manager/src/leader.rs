@@ -80,7 +80,14 @@ pub async fn elect(
     let (state, task) = manager.watch().await;
     tokio::spawn(async move {
         match task.await {
-            Ok(Ok(_)) => tracing::info!("leader election stopped"),
+            Ok(Ok(manager)) => {
+                // Every Leadership handle is gone: the manager is stopping. Hand the Lease over
+                // now instead of letting the others wait for it to expire.
+                match manager.release().await {
+                    Ok(()) => tracing::info!("leader election stopped; Lease released"),
+                    Err(error) => tracing::warn!(%error, "could not release the Lease"),
+                }
+            }
             Ok(Err(error)) => tracing::error!(%error, "leader election failed; this replica stops writing"),
             Err(error) => tracing::error!(%error, "leader election task panicked"),
         }

@@ -26,7 +26,8 @@ use crate::{
     cli::{ControllerName, RunArgs},
     config_state::ConfigState,
     controllers::{
-        Context, UsageIndex, config_watch::ConfigWatch, error_policy, nodemetric, noderesource, nodeslo,
+        Context, UsageIndex, cleanup, config_watch::ConfigWatch, error_policy, nodemetric, noderesource,
+        nodeslo,
     },
     leader::{self, Leadership},
     metrics::Metrics,
@@ -137,6 +138,9 @@ pub async fn run(
         },
     );
 
+    // Tasks that follow the cluster; aborted when the controllers stop, which also drops every
+    // Leadership handle so that the Lease is released.
+    let mut background = Vec::new();
     let config = Arc::new(RwLock::new(ConfigState::new()));
     let (changed, _) = broadcast::channel(16);
     let config_watch = ConfigWatch {
@@ -149,16 +153,16 @@ pub async fn run(
         recorder: recorder.clone(),
         readiness: readiness.clone(),
     };
-    tokio::spawn(config_watch.run());
+    background.push(tokio::spawn(config_watch.run()));
 
     // Leadership gained → reconcile everything.
     {
         let changed = changed.clone();
-        tokio::spawn(leadership.gained().for_each(move |()| {
+        background.push(tokio::spawn(leadership.gained().for_each(move |()| {
             tracing::info!("became the leader: reconciling every node");
             let _ = changed.send(());
             futures::future::ready(())
-        }));
+        })));
     }
 
     let pods = PodIndex::default();
@@ -175,6 +179,17 @@ pub async fn run(
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     });
 
+    let children = cleanup::Children {
+        node_slo: args.controllers.contains(&ControllerName::Nodeslo),
+        node_metric: args.controllers.contains(&ControllerName::Nodemetric),
+    };
+    if children.node_slo || children.node_metric {
+        background.push(tokio::spawn(cleanup::run(
+            client.clone(),
+            children,
+            ctx.leadership.clone(),
+        )));
+    }
     let nodes: Api<Node> = Api::all(client.clone());
     let wc = watcher::Config::default();
     let mut tasks = Vec::new();
@@ -205,13 +220,15 @@ pub async fn run(
     if args.controllers.contains(&ControllerName::Noderesource) {
         // Pods and NodeMetrics are kept only as the few numbers the formula reads.
         let pod_events = watcher(Api::<Pod>::all(client.clone()), wc.clone()).default_backoff();
-        tokio::spawn(pods.follow(pod_events).for_each(|_| futures::future::ready(())));
+        background.push(tokio::spawn(
+            pods.follow(pod_events).for_each(|_| futures::future::ready(())),
+        ));
         let metric_events = watcher(Api::<NodeMetric>::all(client.clone()), wc.clone()).default_backoff();
-        tokio::spawn(
+        background.push(tokio::spawn(
             usage
                 .follow(metric_events)
                 .for_each(|_| futures::future::ready(())),
-        );
+        ));
         // A second, trigger-only watch: a report reconciles its node. If it overtakes the index
         // above, the next resync picks the report up.
         let controller = Controller::new(nodes.clone(), wc.clone())
@@ -233,6 +250,9 @@ pub async fn run(
         if let Err(error) = task.await {
             tracing::error!(%error, "controller task failed");
         }
+    }
+    for task in background {
+        task.abort();
     }
     Ok(())
 }

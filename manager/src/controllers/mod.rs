@@ -5,6 +5,7 @@
 //! [`crate::plan`] what should be, and writes only the difference — and only while this
 //! replica holds the Lease.
 
+pub mod cleanup;
 pub mod config_watch;
 pub mod nodemetric;
 pub mod noderesource;
@@ -30,6 +31,9 @@ use crate::{
 };
 
 pub use usage_index::UsageIndex;
+
+#[cfg(test)]
+mod tests;
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]

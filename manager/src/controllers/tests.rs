@@ -1,0 +1,212 @@
+//! Reconcile request sequences against a scripted API server (tower-test): what each controller
+//! sends, in which order, and that a replica without the Lease sends nothing.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::{Node, NodeStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::{
+    Client,
+    client::Body,
+    runtime::events::{Recorder, Reporter},
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::*;
+use crate::{
+    batch::{Amounts, UsageReport},
+    leader::Leadership,
+};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn context(leader: bool) -> (Arc<Context>, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let leadership = if leader {
+        Leadership::always()
+    } else {
+        Leadership::from_channel(watch::channel(false).1)
+    };
+    let mut state = ConfigState::new();
+    let data = BTreeMap::from([(
+        "colocation-config".to_owned(),
+        r#"{"enable": true, "cpuReclaimThresholdPercent": 65, "memoryReclaimThresholdPercent": 65}"#
+            .to_owned(),
+    )]);
+    state.apply(Some(&data));
+    let ctx = Context {
+        client: client.clone(),
+        config: Arc::new(RwLock::new(state)),
+        leadership,
+        metrics: Arc::new(Metrics::register(
+            &mut prometheus_client::registry::Registry::default(),
+        )),
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "koord-manager".into(),
+                instance: None,
+            },
+        ),
+        pods: PodIndex::default(),
+        usage: UsageIndex::default(),
+        last_batch_write: Mutex::new(HashMap::new()),
+        resync: Duration::from_secs(60),
+    };
+    (Arc::new(ctx), handle)
+}
+
+fn node() -> Node {
+    let mut node = Node::default();
+    node.metadata.name = Some("n1".into());
+    node.metadata.uid = Some("uid-n1".into());
+    let list = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("100".into())),
+        ("memory".to_owned(), Quantity("120G".into())),
+    ]);
+    node.status = Some(NodeStatus {
+        capacity: Some(list.clone()),
+        allocatable: Some(list),
+        ..NodeStatus::default()
+    });
+    node
+}
+
+async fn expect(handle: &mut Handle, method: Method, path: &str, status: StatusCode, reply: Value) -> Value {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request for {method} {path}"))
+        .expect("service dropped");
+    assert_eq!(request.method(), method);
+    assert_eq!(request.uri().path(), path);
+    let body = request.into_body().collect_bytes().await.unwrap();
+    let body: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap()
+    };
+    send.send_response(
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+            .unwrap(),
+    );
+    body
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"})
+}
+
+#[tokio::test]
+async fn nodeslo_is_created_with_an_owner_reference_to_its_node() {
+    let (ctx, mut handle) = context(true);
+    let task = tokio::spawn(nodeslo::reconcile(Arc::new(node()), ctx));
+    let path = "/apis/slo.koordinator.sh/v1alpha1/nodeslos/n1";
+    expect(&mut handle, Method::GET, path, StatusCode::NOT_FOUND, not_found()).await;
+    let created = expect(
+        &mut handle,
+        Method::POST,
+        "/apis/slo.koordinator.sh/v1alpha1/nodeslos",
+        StatusCode::CREATED,
+        json!({}),
+    )
+    .await;
+    assert_eq!(created["metadata"]["name"], "n1");
+    assert_eq!(created["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "uid-n1");
+    assert_eq!(created["spec"]["cpuBurstStrategy"]["policy"], "none");
+    // The reply is not a full object; only the request matters here.
+    let _ = task.await;
+}
+
+#[tokio::test]
+async fn a_replica_without_the_lease_writes_nothing() {
+    let (ctx, mut handle) = context(false);
+    let action = nodeslo::reconcile(Arc::new(node()), ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    noderesource::reconcile(Arc::new(node()), ctx.clone())
+        .await
+        .unwrap();
+    // `ctx` (and so the client) stays alive: silence means no request, not a closed channel.
+    let nothing = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await;
+    assert!(nothing.is_err(), "no request expected");
+    drop(ctx);
+}
+
+#[tokio::test]
+async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an_event() {
+    let (ctx, mut handle) = context(true);
+    ctx.pods.apply(kube::runtime::watcher::Event::InitDone);
+    let metric = koord_api::NodeMetric {
+        metadata: kube::api::ObjectMeta {
+            name: Some("n1".into()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: Some(
+            serde_json::from_value(json!({
+                "updateTime": jiff::Timestamp::now().to_string(),
+                "nodeMetric": {"systemUsage": {"resources": {"cpu": "7", "memory": "12G"}}}
+            }))
+            .unwrap(),
+        ),
+    };
+    ctx.usage.apply(kube::runtime::watcher::Event::Apply(metric));
+    assert!(matches!(ctx.usage.report("n1"), Some(Ok(UsageReport { .. }))));
+    let task = tokio::spawn(noderesource::reconcile(Arc::new(node()), ctx.clone()));
+    let patch = expect(
+        &mut handle,
+        Method::PATCH,
+        "/api/v1/nodes/n1/status",
+        StatusCode::OK,
+        serde_json::to_value(node()).unwrap(),
+    )
+    .await;
+    // 100 − 35 − 7 = 58 cores; 120 − 42 − 12 = 66 G.
+    assert_eq!(patch["status"]["allocatable"]["kubernetes.io/batch-cpu"], "58000");
+    assert_eq!(
+        patch["status"]["capacity"]["kubernetes.io/batch-memory"],
+        "66000000000"
+    );
+    let annotation = expect(
+        &mut handle,
+        Method::PATCH,
+        "/api/v1/nodes/n1",
+        StatusCode::OK,
+        serde_json::to_value(node()).unwrap(),
+    )
+    .await;
+    let origin = annotation["metadata"]["annotations"]["node.koordinator.sh/originExtendedAllocatable"]
+        .as_str()
+        .unwrap();
+    assert!(
+        origin.contains("\"kubernetes.io/batch-cpu\":\"58000\""),
+        "{origin}"
+    );
+    let event = expect(
+        &mut handle,
+        Method::POST,
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        StatusCode::CREATED,
+        json!({}),
+    )
+    .await;
+    assert_eq!(event["reason"], "BatchResourceUpdated");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("batch-cpu 58000 = capacity 100000 - margin 35000")
+    );
+    task.await.unwrap().unwrap();
+    let labels = crate::metrics::BatchLabels {
+        node: "n1".into(),
+        resource: "cpu".into(),
+    };
+    assert_eq!(ctx.metrics.batch_allocatable.get_or_create(&labels).get(), 58_000);
+    let _ = Amounts::ZERO;
+}

@@ -1,0 +1,321 @@
+//! The manager against the embedded API server: seed 001's ConfigMap → NodeSLO/NodeMetric for
+//! every node; nodes added and removed; NodeMetric reports → batch resources, stale → removed;
+//! a broken key → Warning Event, other keys applied, nothing reset; leader election hand-over.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::{collections::BTreeMap, future::Future, net::SocketAddr, time::Duration};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use koord_api::{NodeMetric, NodeSLO};
+use koord_manager::{
+    cli::{ControllerName, RunArgs},
+    run,
+};
+use koord_testcluster::{ClusterOptions, TestCluster};
+use kube::{
+    Api, Client,
+    api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+const NS: &str = "koordinator-system";
+
+async fn cluster() -> (TestCluster, Client) {
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds");
+    cluster.install_crds_from_dir(crds).await.unwrap();
+    let client = cluster.client().unwrap();
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NS.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    (cluster, client)
+}
+
+fn args(leader_elect: bool, lease_seconds: u64, identity: &str) -> RunArgs {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    RunArgs {
+        kubeconfig: None,
+        config_namespace: NS.into(),
+        slo_config_name: "slo-controller-config".into(),
+        controllers: vec![
+            ControllerName::Nodeslo,
+            ControllerName::Nodemetric,
+            ControllerName::Noderesource,
+        ],
+        leader_elect,
+        lease_duration_seconds: lease_seconds,
+        identity: Some(identity.into()),
+        metrics_addr: any,
+        health_addr: any,
+        log_format: koord_runtime::LogFormat::Text,
+        resync_seconds: 1,
+    }
+}
+
+/// Starts a manager; dropping the sender stops it.
+fn start(client: &Client, args: RunArgs) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let client = client.clone();
+    let task = tokio::spawn(async move {
+        run::run(args, client, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    (stop, task)
+}
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn config_map(client: &Client, data: &[(&str, &str)]) {
+    let data: BTreeMap<String, String> = data.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "slo-controller-config", "namespace": NS}, "data": data});
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let params = PatchParams::apply("test").force();
+    api.patch("slo-controller-config", &params, &Patch::Apply(cm))
+        .await
+        .unwrap();
+}
+
+async fn add_node(client: &Client, name: &str) {
+    let api: Api<Node> = Api::all(client.clone());
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &node).await.unwrap();
+    let status = json!({"status": {"capacity": {"cpu": "100", "memory": "120G"}, "allocatable": {"cpu": "100", "memory": "120G"}}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+async fn node_slo(client: &Client, name: &str) -> Option<NodeSLO> {
+    Api::<NodeSLO>::all(client.clone()).get_opt(name).await.unwrap()
+}
+
+async fn batch_cpu(client: &Client, name: &str) -> Option<String> {
+    let node = Api::<Node>::all(client.clone()).get(name).await.unwrap();
+    node.status?
+        .allocatable?
+        .get("kubernetes.io/batch-cpu")
+        .map(|q| q.0.clone())
+}
+
+const SEED_001: [(&str, &str); 2] = [
+    ("colocation-config", "{\n\"enable\": true\n}"),
+    (
+        "resource-threshold-config",
+        "{\n\"clusterStrategy\": {\n\"enable\": true,\n\"memoryEvictThresholdPercent\": 70\n}\n}",
+    ),
+];
+
+#[tokio::test]
+async fn manager_follows_config_nodes_and_node_metrics() {
+    let (_cluster, client) = cluster().await;
+    config_map(&client, &SEED_001).await;
+    for name in ["n1", "n2"] {
+        add_node(&client, name).await;
+    }
+    let (_stop, _task) = start(&client, args(false, 30, "m1"));
+
+    // Seed 001 → NodeSLO and NodeMetric for every node.
+    for name in ["n1", "n2"] {
+        eventually("NodeSLO from seed 001", || async {
+            node_slo(&client, name).await.is_some_and(|slo| {
+                let threshold = slo.spec.resource_used_threshold_with_be.unwrap_or_default();
+                threshold.enable == Some(true) && threshold.memory_evict_threshold_percent == Some(70)
+            })
+        })
+        .await;
+        eventually("NodeMetric", || async {
+            Api::<NodeMetric>::all(client.clone())
+                .get_opt(name)
+                .await
+                .unwrap()
+                .is_some()
+        })
+        .await;
+    }
+
+    // Node added and removed.
+    add_node(&client, "n3").await;
+    eventually("NodeSLO of the new node", || async {
+        node_slo(&client, "n3").await.is_some()
+    })
+    .await;
+    Api::<Node>::all(client.clone())
+        .delete("n3", &Default::default())
+        .await
+        .unwrap();
+    eventually("NodeSLO deleted with its node", || async {
+        node_slo(&client, "n3").await.is_none()
+    })
+    .await;
+
+    // A fresh report → batch resources; a stale one → removed.
+    let metrics: Api<NodeMetric> = Api::all(client.clone());
+    let report = |time: String| {
+        json!({"status": {"updateTime": time,
+            "nodeMetric": {"systemUsage": {"resources": {"cpu": "7", "memory": "12G"}}}}})
+    };
+    let fresh = jiff::Timestamp::now().to_string();
+    metrics
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(report(fresh)))
+        .await
+        .unwrap();
+    // Defaults: reclaim 60 % CPU → 100 − 40 − 7 = 53 cores.
+    eventually("batch-cpu on n1", || async {
+        batch_cpu(&client, "n1").await.as_deref() == Some("53000")
+    })
+    .await;
+    let stale = (jiff::Timestamp::now() - jiff::SignedDuration::from_mins(16)).to_string();
+    metrics
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(report(stale)))
+        .await
+        .unwrap();
+    eventually("batch-cpu removed from n1", || async {
+        batch_cpu(&client, "n1").await.is_none()
+    })
+    .await;
+
+    // A broken key: Warning Event on the ConfigMap, other keys applied, nothing reset.
+    config_map(
+        &client,
+        &[
+            ("colocation-config", r#"{"enable": true}"#),
+            ("resource-threshold-config", r#"{"clusterStrategy": {"enable": "#),
+            ("cpu-burst-config", r#"{"clusterStrategy": {"policy": "auto"}}"#),
+        ],
+    )
+    .await;
+    eventually("burst applied despite the broken key", || async {
+        node_slo(&client, "n1").await.is_some_and(|slo| {
+            slo.spec.cpu_burst_strategy.and_then(|b| b.policy)
+                == Some(koord_api::nodeslo::CpuBurstPolicy::Auto)
+        })
+    })
+    .await;
+    let threshold = node_slo(&client, "n1")
+        .await
+        .unwrap()
+        .spec
+        .resource_used_threshold_with_be
+        .unwrap();
+    assert_eq!(
+        threshold.memory_evict_threshold_percent,
+        Some(70),
+        "the broken key keeps its last good value"
+    );
+    eventually("Warning Event on the ConfigMap", || async {
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("InvalidConfigKey")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("resource-threshold-config"))
+            })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn broken_key_after_restart_resets_nothing() {
+    let (_cluster, client) = cluster().await;
+    config_map(&client, &SEED_001).await;
+    add_node(&client, "n1").await;
+    let (stop, task) = start(&client, args(false, 30, "m1"));
+    eventually("NodeSLO", || async { node_slo(&client, "n1").await.is_some() }).await;
+    drop(stop);
+    task.await.unwrap();
+
+    config_map(
+        &client,
+        &[
+            ("colocation-config", r#"{"enable": true}"#),
+            ("resource-threshold-config", "{broken"),
+        ],
+    )
+    .await;
+    let (_stop, _task) = start(&client, args(false, 30, "m2"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let threshold = node_slo(&client, "n1")
+        .await
+        .unwrap()
+        .spec
+        .resource_used_threshold_with_be
+        .unwrap();
+    assert_eq!(
+        threshold.enable,
+        Some(true),
+        "defaults (enable: false) must not be applied over it"
+    );
+    assert_eq!(threshold.memory_evict_threshold_percent, Some(70));
+}
+
+#[tokio::test]
+async fn only_the_leader_writes_and_the_other_takes_over() {
+    let (_cluster, client) = cluster().await;
+    config_map(&client, &SEED_001).await;
+    add_node(&client, "n1").await;
+    let (stop_first, first) = start(&client, args(true, 3, "first"));
+    eventually("NodeSLO written by the first leader", || async {
+        node_slo(&client, "n1").await.is_some()
+    })
+    .await;
+    let (_stop_second, _second) = start(&client, args(true, 3, "second"));
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), NS);
+    let holder = || async {
+        leases
+            .get_opt("koordinator-manager")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    assert_eq!(holder().await.as_deref(), Some("first"));
+
+    drop(stop_first);
+    first.await.unwrap();
+    eventually("the second replica holds the Lease", || async {
+        holder().await.as_deref() == Some("second")
+    })
+    .await;
+    add_node(&client, "n2").await;
+    eventually("NodeSLO written by the new leader", || async {
+        node_slo(&client, "n2").await.is_some()
+    })
+    .await;
+}
