@@ -304,6 +304,20 @@ pub struct MemoryQosCfg {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1))]
     pub oom_kill_group: Option<i64>,
+    /// Limits the class's page cache (kernels with the pagecache_limit feature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_enable: Option<bool>,
+    /// Page cache limit in percent of the memory limit (0-100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub page_cache_limit_percent: Option<i64>,
+    /// Page cache limit in bytes (0 = derive from the percent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub page_cache_limit_size: Option<i64>,
+    /// Reclaim page cache synchronously when the limit is hit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_reclaim_sync: Option<bool>,
 }
 
 /// Block I/O QoS of a class.

@@ -45,6 +45,13 @@ fn class_qos(q: &ResourceQos, c: &mut Check<'_>) {
         mc.range("priorityEnable", m.priority_enable, Some(0), Some(1));
         mc.range("priority", m.priority, Some(0), Some(12));
         mc.range("oomKillGroup", m.oom_kill_group, Some(0), Some(1));
+        mc.range(
+            "pageCacheLimitPercent",
+            m.page_cache_limit_percent,
+            Some(0),
+            Some(100),
+        );
+        mc.range("pageCacheLimitSize", m.page_cache_limit_size, Some(0), None);
     }
     if let Some(b) = &q.blkio_qos {
         for (i, block) in b.blocks.iter().flatten().enumerate() {

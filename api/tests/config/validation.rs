@@ -221,7 +221,7 @@ fn system_ranges() {
 #[test]
 fn qos_ranges() {
     let k = "resource-qos-config";
-    let cases: [(&str, &str, &str, &str); 14] = [
+    let cases: [(&str, &str, &str, &str); 17] = [
         ("cpuQOS", "groupIdentity", "-1", "-2"),
         ("cpuQOS", "groupIdentity", "2", "3"),
         ("cpuQOS", "schedIdle", "1", "2"),
@@ -234,6 +234,9 @@ fn qos_ranges() {
         ("memoryQOS", "wmarkMinAdj", "50", "51"),
         ("memoryQOS", "priority", "12", "13"),
         ("memoryQOS", "oomKillGroup", "1", "2"),
+        ("memoryQOS", "pageCacheLimitPercent", "100", "101"),
+        ("memoryQOS", "pageCacheLimitPercent", "0", "-1"),
+        ("memoryQOS", "pageCacheLimitSize", "0", "-1"),
         ("resctrlQOS", "mbaPercent", "100", "101"),
         ("networkQOS", "egressLimit", "100", "101"),
     ];
@@ -521,4 +524,14 @@ fn type_errors_name_the_field() {
     for (key, json, want) in cases {
         assert_eq!(errors(key, json), vec![want.to_owned()], "{key} {json}");
     }
+}
+
+#[test]
+fn memory_qos_page_cache_fields_are_known() {
+    // Upstream's MemoryQOS carries pageCache*; they must parse without "unknown field" warnings.
+    let text = r#"{"clusterStrategy": {"beClass": {"memoryQOS": {"pageCacheEnable": true,
+        "pageCacheLimitPercent": 80, "pageCacheLimitSize": 1073741824, "pageCacheReclaimSync": false}}}}"#;
+    assert_eq!(errors("resource-qos-config", text), Vec::<String>::new());
+    let parsed = SloConfig::parse(&data(&[("resource-qos-config", text)]));
+    assert!(parsed.warnings().is_empty(), "{:?}", parsed.warnings());
 }
