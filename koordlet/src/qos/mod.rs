@@ -17,6 +17,7 @@ pub mod cpu_burst;
 pub mod cpu_evict;
 pub mod cpu_suppress;
 pub mod cpuset;
+pub mod engine;
 pub mod eviction;
 pub mod memory_evict;
 #[cfg(test)]
