@@ -19,6 +19,7 @@ pub mod gather;
 pub mod metrics;
 pub mod plan;
 pub mod qos;
+pub mod qos_loop;
 pub mod report;
 pub mod states;
 pub mod system;

@@ -19,6 +19,7 @@ pub mod cpu_suppress;
 pub mod cpuset;
 pub mod engine;
 pub mod eviction;
+pub mod evictor;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
