@@ -378,3 +378,50 @@ async fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
     assert_eq!(read(&web), "0");
     assert_eq!(read(web.rsplit_once('/').unwrap().0), "0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn suppressed_busy_be_pod_is_evicted_by_satisfaction() {
+    let _serial = SERIAL.lock().await;
+    let env = start(8 << 30, "BECPUEvict=true").await;
+    env.create_pod(ls_pod("web", "web")).await;
+    let mut busy = be_pod("be-busy", "20Mi", json!({"koordinator.sh/qosClass": "BE"}));
+    busy["metadata"]["annotations"]["sim.koordinator.sh/cpu-load"] = json!("1");
+    busy["spec"]["containers"][0]["resources"] = json!({
+        "requests": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"},
+        "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"}});
+    env.create_pod(busy).await;
+    env.wait_running("web").await;
+    env.wait_running("be-busy").await;
+    // Suppress (the fast path's job) squeezes BE to half a core: satisfaction 500m / 2000m.
+    std::fs::write(env.cpu_file("kubepods/besteffort", "cpu.cfs_quota_us"), "50000").unwrap();
+    env.node_slo(json!({"resourceUsedThresholdWithBE": {
+        "enable": true, "cpuSuppressPolicy": "cfsQuota",
+        // api field names (upstream spells them cpuEvictBE...).
+        "cpuEvictBeSatisfactionLowerPercent": 60, "cpuEvictBeSatisfactionUpperPercent": 80,
+        "cpuEvictBeUsageThresholdPercent": 90, "cpuEvictTimeWindowSeconds": 3}}))
+        .await;
+    // Upstream's rule: no satisfaction eviction before one cool-down (20 s) after start.
+    wait_for("be-busy evicted", Duration::from_secs(90), async || {
+        env.pods()
+            .get_opt("be-busy")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let events = wait_for("evictPodSuccess Event", Duration::from_secs(10), async || {
+        let events = reasons(&env.events("be-busy").await);
+        events
+            .iter()
+            .any(|(r, _)| r == "evictPodSuccess")
+            .then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    assert!(
+        message.contains("EvictPodByBECPUSatisfaction") && message.contains("satisfaction 0.2"),
+        "{message}"
+    );
+    assert!(env.pods().get_opt("web").await.unwrap().is_some());
+}
