@@ -128,7 +128,14 @@ impl QosLoop {
                 be_window,
             )
         };
-        let reads = engine::cgroup_reads(&snapshot.pods, &self.paths);
+        let scope = engine::ReadScope {
+            be_pods: self.config.apply_cpu_suppress,
+            burst: slo
+                .and_then(|s| s.cpu_burst_strategy.as_ref())
+                .filter(|_| self.gates.enabled("CPUBurst")),
+            skip_burst_none: true,
+        };
+        let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
         let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
         let node = snapshot
             .node

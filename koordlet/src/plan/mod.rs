@@ -200,7 +200,11 @@ pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
         offline::be_window_seconds(slo, interval),
         interval,
     );
-    let reads = engine::cgroup_reads(&pods, &paths);
+    let reads = engine::cgroup_reads(
+        &pods,
+        &paths,
+        engine::ReadScope::all(slo.and_then(|s| s.cpu_burst_strategy.as_ref())),
+    );
     let cgroups = match &options.cgroups {
         Some(c) => crate::gather::read_cgroup_facts(c, &reads, None),
         None => offline::assumed_cgroups(&pods, &paths, &node, &reads),

@@ -112,15 +112,54 @@ fn is_be(p: &PodMeta) -> bool {
     p.qos == QoSClass::Be || p.kube_qos == KubeQosClass::BestEffort
 }
 
-/// The cgroup files the engine wants current values of: besteffort and BE pods' quota and
-/// cpuset (suppress), burstable pods' quota and burst (burst). Gatherers read exactly these.
-pub fn cgroup_reads(pods: &[PodMeta], paths: &KubeCgroupPaths) -> Vec<(String, &'static str)> {
+/// Which cgroup values a round needs, so the live loop reads no more files than it uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadScope<'a> {
+    /// BE pod and container quota/cpuset (only cpu_suppress's writes use them).
+    pub be_pods: bool,
+    /// The node's burst strategy when burst runs: burstable pods get their quota and burst read.
+    pub burst: Option<&'a CpuBurstStrategy>,
+    /// Skip pods whose resolved burst policy is `none` (the live loop: they only get burst
+    /// reset to 0, which the executor's cache makes free, and reading them costs file I/O).
+    pub skip_burst_none: bool,
+}
+
+impl ReadScope<'_> {
+    /// Everything (`koordlet plan`).
+    pub fn all(burst: Option<&CpuBurstStrategy>) -> ReadScope<'_> {
+        ReadScope {
+            be_pods: true,
+            burst,
+            skip_burst_none: false,
+        }
+    }
+}
+
+/// The cgroup files the engine wants current values of: the besteffort quota and cpuset (real
+/// BE limit, suppress), BE pods' quota and cpuset, burstable pods' quota and burst, as `scope`
+/// says. Gatherers read exactly these.
+pub fn cgroup_reads(
+    pods: &[PodMeta],
+    paths: &KubeCgroupPaths,
+    scope: ReadScope<'_>,
+) -> Vec<(String, &'static str)> {
     let be = besteffort_dir(paths);
     let mut reads = vec![(be.clone(), FILE_CFS_QUOTA), (be, FILE_CPUSET_CPUS)];
     for p in pods.iter().filter(|p| p.is_running()) {
         let files: &[&'static str] = if is_be(p) && p.kube_qos == KubeQosClass::BestEffort {
+            if !scope.be_pods {
+                continue;
+            }
             &[FILE_CFS_QUOTA, FILE_CPUSET_CPUS]
-        } else if is_burst_candidate(p) {
+        } else if is_burst_candidate(p)
+            && scope.burst.is_some_and(|s| {
+                !scope.skip_burst_none
+                    || koord_api::config::resolve_pod_burst_for(s, &p.pod)
+                        .config
+                        .policy
+                        .is_some_and(|policy| policy != koord_api::nodeslo::CpuBurstPolicy::None)
+            })
+        {
             &[FILE_CFS_QUOTA, FILE_CFS_BURST]
         } else {
             continue;

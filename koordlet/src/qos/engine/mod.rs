@@ -18,7 +18,7 @@ use koord_api::NodeSLOSpec;
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-pub use build::{NodeFacts, cgroup_reads, qos_class};
+pub use build::{NodeFacts, ReadScope, cgroup_reads, qos_class};
 
 use super::be_limits::{self, BeLimitsSettings, BePodLimits, SkippedPod};
 use super::cpu_burst::{self, BurstPlan, BurstState};
