@@ -120,3 +120,43 @@ fn seed000_pod_level_burst_strategies() {
         .count();
     assert_eq!(pay, 2, "pod and container of payment: {writes:?}");
 }
+
+#[test]
+fn missing_usage_skips_with_reasons_instead_of_guessing() {
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/plan_seed001_memory.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // Drop the NodeMetric document: no usage at all.
+    let docs: Vec<&str> = text
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: NodeMetric"))
+        .collect();
+    let input = parse_input(&docs.join("\n---\n")).unwrap();
+    let out = plan(
+        &input,
+        &PlanOptions {
+            version: CgroupVersion::V2,
+            driver: CgroupDriver::Systemd,
+            cgroups: None,
+            gates: FeatureGates::parse("BEMemoryEvict=true,BECPUEvict=true").unwrap(),
+            collect_interval_seconds: 1.0,
+        },
+    );
+    assert!(names(&out).is_empty());
+    let s = &out["strategies"];
+    assert_eq!(s["cpu_suppress"]["skipped"], "node CPU usage not measured yet");
+    assert_eq!(s["memory_evict"]["action"], "skipped");
+    assert_eq!(s["memory_evict"]["reason"], "node memory usage not measured yet");
+    assert_eq!(s["cpu_evict"]["action"], "skipped");
+    // be_limits still runs, with systemd paths and v2 files.
+    let writes = out["writes"].as_array().unwrap();
+    assert!(
+        writes
+            .iter()
+            .any(|w| w["file"] == "memory.max"
+                && w["cgroup"].as_str().unwrap().contains("kubepods-besteffort")),
+        "{writes:?}"
+    );
+}
