@@ -5,7 +5,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use koord_api::nodeslo::CpuSuppressPolicy;
 use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
@@ -15,7 +14,8 @@ use crate::executor::{Executor, ExecutorConfig};
 use crate::features::FeatureGates;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::{Collector, Stores};
-use crate::qos::be_limits::{self, BeLimitsSettings};
+use crate::qos::evictor::Evictor;
+use crate::qos_loop::{QosLoop, QosLoopConfig};
 use crate::report::{self, ReportInput};
 use crate::states::{Snapshot, sources};
 use crate::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
@@ -44,8 +44,8 @@ pub enum AgentError {
     Admin(#[from] std::io::Error),
 }
 
-async fn kube_client(args: &AgentArgs) -> Result<kube::Client, AgentError> {
-    let config = match &args.kubeconfig {
+async fn kube_config(args: &AgentArgs) -> Result<kube::Config, AgentError> {
+    Ok(match &args.kubeconfig {
         Some(path) => {
             let kubeconfig =
                 kube::config::Kubeconfig::read_from(path).map_err(|e| AgentError::Kube(e.to_string()))?;
@@ -56,19 +56,7 @@ async fn kube_client(args: &AgentArgs) -> Result<kube::Client, AgentError> {
         None => kube::Config::infer()
             .await
             .map_err(|e| AgentError::Kube(e.to_string()))?,
-    };
-    kube::Client::try_from(config).map_err(|e| AgentError::Kube(e.to_string()))
-}
-
-fn suppress_by_cfs_quota(snapshot: &Snapshot, gates: &FeatureGates) -> bool {
-    gates.enabled("BECPUSuppress")
-        && snapshot
-            .node_slo
-            .as_ref()
-            .and_then(|s| s.resource_used_threshold_with_be.as_ref())
-            .is_some_and(|t| {
-                t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
-            })
+    })
 }
 
 /// Runs the agent until `shutdown` resolves.
@@ -130,7 +118,10 @@ pub async fn run_agent(
         .await?;
     }
 
-    let client = kube_client(&args).await?;
+    let config = kube_config(&args).await?;
+    let client = kube::Client::try_from(config.clone()).map_err(|e| AgentError::Kube(e.to_string()))?;
+    let evict_client =
+        crate::qos::evictor::no_retry_client(config).map_err(|e| AgentError::Kube(e.to_string()))?;
     let (snap_tx, snap_rx) = watch::channel(Snapshot::default());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(sources::watch_node_objects(
@@ -152,7 +143,7 @@ pub async fn run_agent(
     }
 
     let stores = Arc::new(Mutex::new(Stores::default()));
-    // Collection + BE limits loop.
+    // Collection + QoS strategies loop.
     {
         let (stores, snap_rx, readiness, telemetry) = (
             stores.clone(),
@@ -161,7 +152,7 @@ pub async fn run_agent(
             telemetry.clone(),
         );
         let mut collector = Collector::new(cgroups.clone(), roots.clone(), paths.clone());
-        let mut executor = Executor::new(
+        let executor = Executor::new(
             cgroups.clone(),
             ExecutorConfig {
                 dry_run: args.dry_run,
@@ -169,11 +160,23 @@ pub async fn run_agent(
             },
         );
         let interval = args.collect_interval;
-        let gates = gates.clone();
+        let mut qos = QosLoop::new(
+            QosLoopConfig {
+                // The fast path owns the live cpu_suppress writes.
+                apply_cpu_suppress: false,
+                collect_interval: interval,
+            },
+            gates.clone(),
+            cgroups.clone(),
+            paths.clone(),
+            crate::gather::read_topology(&roots.sys),
+            executor,
+            Evictor::new(evict_client, &node, args.dry_run, telemetry.clone()),
+            telemetry.clone(),
+        );
         tasks.spawn(async move {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            let mut last_skip: Option<&'static str> = None;
             loop {
                 ticker.tick().await;
                 let snapshot = snap_rx.borrow().clone();
@@ -187,32 +190,7 @@ pub async fn run_agent(
                 telemetry
                     .collection_seconds
                     .observe(started.elapsed().as_secs_f64());
-                let skip = if !gates.enabled("BatchResource") {
-                    Some("feature gate BatchResource is off")
-                } else if !snapshot.pods_synced {
-                    Some("no pod list yet")
-                } else {
-                    None
-                };
-                if skip != last_skip {
-                    if let Some(reason) = skip {
-                        info!(strategy = be_limits::STRATEGY, reason, "strategy skipped");
-                    }
-                    last_skip = skip;
-                }
-                if skip.is_some() {
-                    continue;
-                }
-                let settings = BeLimitsSettings {
-                    suppress_by_cfs_quota: suppress_by_cfs_quota(&snapshot, &gates),
-                };
-                let plan = be_limits::decide(&snapshot.pods, &paths, settings);
-                let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
-                let result = executor.apply(writes, Instant::now());
-                telemetry.record_apply(be_limits::STRATEGY, &result);
-                telemetry
-                    .unsupported
-                    .set(i64::try_from(cgroups.unsupported_reported()).unwrap_or(i64::MAX));
+                qos.round(&snapshot, &stores, now).await;
             }
         });
     }

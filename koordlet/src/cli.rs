@@ -65,6 +65,9 @@ pub enum Command {
         /// Read current values from this cgroup tree (real or fake).
         #[arg(long)]
         cgroup_root: Option<PathBuf>,
+        /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
+        #[arg(long, default_value = "")]
+        feature_gates: String,
     },
 }
 

@@ -15,9 +15,11 @@ pub mod agent;
 pub mod cli;
 pub mod executor;
 pub mod features;
+pub mod gather;
 pub mod metrics;
 pub mod plan;
 pub mod qos;
+pub mod qos_loop;
 pub mod report;
 pub mod states;
 pub mod system;
@@ -44,7 +46,8 @@ where
             cgroup_version,
             cgroup_driver,
             cgroup_root,
-        }) => run_plan(&file, cgroup_version, cgroup_driver, cgroup_root),
+            feature_gates,
+        }) => run_plan(&file, cgroup_version, cgroup_driver, cgroup_root, &feature_gates),
         None => {
             let _ = rustls::crypto::ring::default_provider().install_default();
             if let Err(e) = koord_runtime::init_logging(args.agent.log_format, "info") {
@@ -75,7 +78,15 @@ fn run_plan(
     version: cli::VersionArg,
     driver: cli::DriverArg,
     root: Option<std::path::PathBuf>,
+    feature_gates: &str,
 ) -> i32 {
+    let gates = match features::FeatureGates::parse(feature_gates) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("koordlet plan: {e}");
+            return 2;
+        }
+    };
     use std::io::Read;
     let text = if file == "-" {
         let mut s = String::new();
@@ -118,6 +129,8 @@ fn run_plan(
             version,
             driver,
             cgroups,
+            gates,
+            collect_interval_seconds: 1.0,
         },
     );
     match serde_json::to_string_pretty(&out) {

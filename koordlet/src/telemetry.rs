@@ -21,6 +21,8 @@ pub struct Telemetry {
     pub unsupported: Gauge,
     /// NodeMetric status reports by result.
     pub reports: Family<Labels, Counter>,
+    /// Evictions by strategy and result (`evicted`, `failed`, `dry_run`, `dropped`).
+    pub evictions: Family<Labels, Counter>,
 }
 
 impl Telemetry {
@@ -31,6 +33,7 @@ impl Telemetry {
             cgroup_writes: Family::default(),
             unsupported: Gauge::default(),
             reports: Family::default(),
+            evictions: Family::default(),
         };
         registry.register(
             "collection_round_seconds",
@@ -51,6 +54,11 @@ impl Telemetry {
             "nodemetric_reports",
             "NodeMetric status reports by result",
             t.reports.clone(),
+        );
+        registry.register(
+            "evictions",
+            "Pod evictions by strategy and result",
+            t.evictions.clone(),
         );
         t
     }

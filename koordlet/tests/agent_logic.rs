@@ -327,6 +327,8 @@ fn plan_golden() {
         version: CgroupVersion::V1,
         driver: CgroupDriver::Cgroupfs,
         cgroups: None,
+        gates: Default::default(),
+        collect_interval_seconds: 1.0,
     };
     let out = plan(&input, &options);
     let golden: serde_json::Value = serde_json::from_str(

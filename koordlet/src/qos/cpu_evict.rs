@@ -9,10 +9,7 @@
 use koord_api::nodeslo::{CpuEvictPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-use super::eviction::{
-    EvictCandidate, EvictionPick, by_identity, by_priority, cooling_down, in_flight_release,
-    pick_until_covered,
-};
+use super::eviction::{EvictCandidate, EvictionPick, cooling_down, select_victims};
 
 /// Strategy name in plans and audit lines.
 pub const STRATEGY: &str = "cpu_evict";
@@ -287,16 +284,9 @@ pub fn decide(input: &CpuEvictInput<'_>) -> CpuEvictPlan {
         _ => avg_release,
     };
     plan.release_milli = release;
-    let in_flight = in_flight_release(input.pods, request_of);
-    plan.in_flight_milli = in_flight as i64;
-
-    let mut ordered: Vec<&EvictCandidate> = input.pods.iter().filter(|p| p.pickable()).collect();
-    ordered.sort_by(|a, b| {
-        by_priority(a, b)
-            .then_with(|| usage_per_request(b).total_cmp(&usage_per_request(a)))
-            .then_with(|| by_identity(a, b))
-    });
-    let (picks, released) = pick_until_covered(ordered, in_flight, release as f64, request_of);
+    let selection = select_victims(input.pods, release as f64, request_of, usage_per_request);
+    plan.in_flight_milli = selection.in_flight as i64;
+    let (picks, in_flight, released) = (selection.picks, selection.in_flight, selection.released);
     plan.released_milli = released as i64;
     plan.action = if picks.is_empty() {
         CpuEvictAction::CoveredInFlight

@@ -56,10 +56,44 @@ pub struct EvictionPick {
     pub message: String,
 }
 
+/// The victims of one eviction round and what they add up to.
+pub(crate) struct Selection<'a> {
+    /// Picked pods, best victim first.
+    pub picks: Vec<&'a EvictCandidate>,
+    /// What pods already being evicted free.
+    pub in_flight: f64,
+    /// In-flight plus the picks.
+    pub released: f64,
+}
+
+/// The victim selection both eviction strategies share: BE pods that may be picked, ordered by
+/// priority ascending, then `busiest` descending, then identity; picked until what they `free`
+/// (plus what pods in flight free) covers `target`.
+pub(crate) fn select_victims<'a>(
+    pods: &'a [EvictCandidate],
+    target: f64,
+    frees: impl Fn(&EvictCandidate) -> f64,
+    busiest: impl Fn(&EvictCandidate) -> f64,
+) -> Selection<'a> {
+    let in_flight = in_flight_release(pods, &frees);
+    let mut ordered: Vec<&EvictCandidate> = pods.iter().filter(|p| p.pickable()).collect();
+    ordered.sort_by(|a, b| {
+        by_priority(a, b)
+            .then_with(|| busiest(b).total_cmp(&busiest(a)))
+            .then_with(|| by_identity(a, b))
+    });
+    let (picks, released) = pick_until_covered(ordered, in_flight, target, &frees);
+    Selection {
+        picks,
+        in_flight,
+        released,
+    }
+}
+
 /// Walks `ordered` candidates (best victim first), skipping pods that may not be picked, until
 /// `released` (starting from what pods in flight already free) covers `target`.
 /// Returns the picks and the total released including pods in flight.
-pub(crate) fn pick_until_covered<'a>(
+fn pick_until_covered<'a>(
     ordered: impl IntoIterator<Item = &'a EvictCandidate>,
     in_flight: f64,
     target: f64,
@@ -82,7 +116,7 @@ pub(crate) fn pick_until_covered<'a>(
 
 /// What BE pods already being evicted will free, by `frees`: counted so a slow eviction does not
 /// make the next round pick more pods.
-pub(crate) fn in_flight_release(pods: &[EvictCandidate], frees: impl Fn(&EvictCandidate) -> f64) -> f64 {
+fn in_flight_release(pods: &[EvictCandidate], frees: impl Fn(&EvictCandidate) -> f64) -> f64 {
     pods.iter()
         .filter(|p| p.qos.is_be() && p.being_evicted)
         .map(|p| frees(p).max(0.0))
@@ -101,12 +135,12 @@ pub(crate) fn cooling_down(now_s: f64, last_eviction_s: Option<f64>, cool_down_s
 /// Orders by `spec.priority` ascending (lower priority is evicted first); a pod without a
 /// priority counts as 0, the API server's default, so the order is total (upstream compares
 /// only when both are set, which is not a total order).
-pub(crate) fn by_priority(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
+fn by_priority(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
     a.priority.unwrap_or(0).cmp(&b.priority.unwrap_or(0))
 }
 
 /// Last tie-breaker so the victim order is deterministic: namespace/name descending (upstream's
 /// memory tie-breaker), then UID.
-pub(crate) fn by_identity(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
+fn by_identity(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
     (&b.namespace, &b.name, &b.uid).cmp(&(&a.namespace, &a.name, &a.uid))
 }

@@ -5,10 +5,7 @@
 use koord_api::nodeslo::ResourceThresholdStrategy;
 use serde::Serialize;
 
-use super::eviction::{
-    EvictCandidate, EvictionPick, by_identity, by_priority, cooling_down, in_flight_release,
-    pick_until_covered,
-};
+use super::eviction::{EvictCandidate, EvictionPick, cooling_down, select_victims};
 
 /// Strategy name in plans and audit lines.
 pub const STRATEGY: &str = "memory_evict";
@@ -142,16 +139,9 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
     let release =
         (capacity.saturating_mul((usage_percent - lower) as u128) / 100).min(u64::MAX as u128) as u64;
     plan.release_bytes = release;
-    let in_flight = in_flight_release(input.pods, memory_of);
-    plan.in_flight_bytes = in_flight as u64;
-
-    let mut ordered: Vec<&EvictCandidate> = input.pods.iter().filter(|p| p.pickable()).collect();
-    ordered.sort_by(|a, b| {
-        by_priority(a, b)
-            .then_with(|| memory_of(b).total_cmp(&memory_of(a)))
-            .then_with(|| by_identity(a, b))
-    });
-    let (picks, released) = pick_until_covered(ordered, in_flight, release as f64, memory_of);
+    let selection = select_victims(input.pods, release as f64, memory_of, memory_of);
+    plan.in_flight_bytes = selection.in_flight as u64;
+    let (picks, in_flight, released) = (selection.picks, selection.in_flight, selection.released);
     plan.released_bytes = released as u64;
     plan.action = if picks.is_empty() {
         MemoryEvictAction::CoveredInFlight

@@ -17,7 +17,9 @@ pub mod cpu_burst;
 pub mod cpu_evict;
 pub mod cpu_suppress;
 pub mod cpuset;
+pub mod engine;
 pub mod eviction;
+pub mod evictor;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;

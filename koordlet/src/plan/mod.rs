@@ -5,15 +5,18 @@
 //! cgroup writes, evictions and each strategy's key numbers, from the same decision code as the
 //! live loop. With a cgroup root, each write also shows the value the file holds now.
 
+mod offline;
+
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use koord_api::nodeslo::CpuSuppressPolicy;
 use koord_api::{NodeMetric, NodeSLO};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::qos::be_limits::{self, BeLimitsSettings};
+use crate::features::FeatureGates;
+use crate::qos::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
 use crate::states::PodMeta;
 use crate::system::{
     CgroupDir, CgroupDriver, CgroupResource, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths,
@@ -115,6 +118,10 @@ pub struct PlanOptions {
     pub driver: CgroupDriver,
     /// A tree to read current values from.
     pub cgroups: Option<Arc<Cgroups>>,
+    /// Feature gates (upstream defaults unless `--feature-gates` says otherwise).
+    pub gates: FeatureGates,
+    /// The collect interval the NodeMetric status is taken to be sampled at, seconds.
+    pub collect_interval_seconds: f64,
 }
 
 /// One write as printed.
@@ -184,27 +191,48 @@ pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
             }
         })
         .collect();
-    let threshold = input
-        .node_slo
-        .as_ref()
-        .and_then(|s| s.spec.resource_used_threshold_with_be.as_ref());
-    let settings = BeLimitsSettings {
-        suppress_by_cfs_quota: threshold.is_some_and(|t| {
-            t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
-        }),
+    let node = input.node.as_ref().map(NodeFacts::from_node).unwrap_or_default();
+    let slo = input.node_slo.as_ref().map(|s| &s.spec);
+    let interval = options.collect_interval_seconds;
+    let usage = offline::usage(
+        input.node_metric.as_ref(),
+        &pods,
+        offline::be_window_seconds(slo, interval),
+        interval,
+    );
+    let reads = engine::cgroup_reads(
+        &pods,
+        &paths,
+        engine::ReadScope::all(slo.and_then(|s| s.cpu_burst_strategy.as_ref())),
+    );
+    let cgroups = match &options.cgroups {
+        Some(c) => crate::gather::read_cgroup_facts(c, &reads, None),
+        None => offline::assumed_cgroups(&pods, &paths, &node, &reads),
     };
-    let be = be_limits::decide(&pods, &paths, settings);
-    let writes: Vec<PrintedWrite> = be.writes.iter().map(|w| print_write(w, options)).collect();
+    let in_flight = BTreeSet::new();
+    let state = EngineState::default();
+    let out = engine::run(&EngineInput {
+        node: &node,
+        pods: &pods,
+        paths: &paths,
+        node_slo: slo,
+        gates: &options.gates,
+        usage: &usage,
+        cgroups: &cgroups,
+        topology: &[],
+        in_flight: &in_flight,
+        state: &state,
+        now_seconds: 0.0,
+        options: EngineOptions {
+            collect_interval_seconds: interval,
+            ..EngineOptions::default()
+        },
+    });
+    let writes: Vec<PrintedWrite> = out.writes.iter().map(|w| print_write(w, options)).collect();
     json!({
         "writes": writes,
-        "evictions": [],
-        "strategies": {
-            "be_limits": {
-                "suppressByCfsQuota": settings.suppress_by_cfs_quota,
-                "pods": be.pods,
-                "skipped": be.skipped,
-            },
-        },
+        "evictions": out.evictions,
+        "strategies": out.strategies,
         "rejectedPods": rejected,
     })
 }

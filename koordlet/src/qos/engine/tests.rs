@@ -1,0 +1,261 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::qos::{FILE_CFS_BURST, FILE_CFS_QUOTA};
+use crate::system::CgroupDriver;
+
+const GI: u64 = 1 << 30;
+
+fn pod(name: &str, ns: &str, uid: &str, qos: &str, extra: serde_json::Value) -> PodMeta {
+    let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
+    let mut v = json!({
+        "metadata": {"name": name, "namespace": ns, "uid": uid,
+                     "labels": {"koordinator.sh/qosClass": qos}},
+        "spec": {"containers": [{"name": "c", "resources": {}}]},
+        "status": {"phase": "Running",
+                   "containerStatuses": [{"name": "c", "containerID": format!("containerd://{hex:0>64}"),
+                                          "image": "", "imageID": "", "ready": true, "restartCount": 0}]}
+    });
+    merge(&mut v, extra);
+    PodMeta::new(Arc::new(serde_json::from_value(v).unwrap())).unwrap()
+}
+
+fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+fn slo(v: serde_json::Value) -> NodeSLOSpec {
+    serde_json::from_value(v).unwrap()
+}
+
+struct World {
+    node: NodeFacts,
+    pods: Vec<PodMeta>,
+    paths: KubeCgroupPaths,
+    slo: Option<NodeSLOSpec>,
+    gates: FeatureGates,
+    usage: UsageFacts,
+    cgroups: CgroupFacts,
+    in_flight: BTreeSet<String>,
+    state: EngineState,
+    options: EngineOptions,
+}
+
+impl World {
+    fn new(pods: Vec<PodMeta>, slo: Option<NodeSLOSpec>, gates: &str) -> Self {
+        World {
+            node: NodeFacts {
+                cpu_capacity_milli: 8000,
+                cpu_allocatable_milli: 8000,
+                memory_capacity_bytes: 100 * GI,
+                ..NodeFacts::default()
+            },
+            pods,
+            paths: KubeCgroupPaths::new(CgroupDriver::Cgroupfs),
+            slo,
+            gates: FeatureGates::parse(gates).unwrap(),
+            usage: UsageFacts::default(),
+            cgroups: CgroupFacts::default(),
+            in_flight: BTreeSet::new(),
+            state: EngineState::default(),
+            options: EngineOptions::default(),
+        }
+    }
+
+    fn run(&self) -> EnginePlan {
+        run(&EngineInput {
+            node: &self.node,
+            pods: &self.pods,
+            paths: &self.paths,
+            node_slo: self.slo.as_ref(),
+            gates: &self.gates,
+            usage: &self.usage,
+            cgroups: &self.cgroups,
+            topology: &[],
+            in_flight: &self.in_flight,
+            state: &self.state,
+            now_seconds: 1000.0,
+            options: self.options,
+        })
+    }
+}
+
+fn memory_world() -> World {
+    let pods = vec![
+        pod("ls", "default", "u-ls", "LS", json!({})),
+        pod("be-small", "default", "u-be1", "BE", json!({})),
+        pod("be-big", "default", "u-be2", "BE", json!({})),
+    ];
+    let mut w = World::new(
+        pods,
+        Some(slo(
+            json!({"resourceUsedThresholdWithBE": {"enable": true, "memoryEvictThresholdPercent": 70}}),
+        )),
+        "BEMemoryEvict=true",
+    );
+    w.usage.node_memory_bytes = Some(80 * GI);
+    for (uid, mem) in [("u-ls", 50 * GI), ("u-be1", GI), ("u-be2", 8 * GI)] {
+        w.usage.pods.insert(
+            uid.into(),
+            PodUsage {
+                cpu_milli: Some(100.0),
+                memory_bytes: Some(mem),
+            },
+        );
+    }
+    w
+}
+
+#[test]
+fn memory_over_threshold_evicts_the_biggest_be_pod_only() {
+    let w = memory_world();
+    let plan = w.run();
+    // 80 % → release down to 68 %: 12 Gi; be-big (8) + be-small (1) do not cover it, both go.
+    let names: Vec<_> = plan.evictions.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["be-big", "be-small"]);
+    assert!(
+        plan.evictions
+            .iter()
+            .all(|e| e.reason == "EvictPodByNodeMemoryUsage")
+    );
+    assert!(
+        plan.evictions[0].message.contains("80%"),
+        "{}",
+        plan.evictions[0].message
+    );
+    assert_eq!(plan.next_state.memory_evict_last, Some(1000.0));
+    // Cool-down in the next round.
+    let mut w2 = memory_world();
+    w2.state = plan.next_state.clone();
+    assert!(w2.run().evictions.is_empty());
+}
+
+#[test]
+fn in_flight_pods_are_not_picked_again() {
+    let mut w = memory_world();
+    w.usage.node_memory_bytes = Some(70 * GI);
+    w.in_flight.insert("u-be2".into());
+    // Release 2 Gi; be-big (8 Gi) is already going: nothing new.
+    let plan = w.run();
+    assert!(plan.evictions.is_empty(), "{:?}", plan.evictions);
+}
+
+#[test]
+fn gates_and_missing_inputs_skip_with_a_reason() {
+    let mut w = memory_world();
+    w.gates = FeatureGates::parse("").unwrap();
+    let plan = w.run();
+    assert!(plan.evictions.is_empty());
+    let v = serde_json::to_value(&plan.strategies).unwrap();
+    assert_eq!(v["memory_evict"]["skipped"], "feature gate BEMemoryEvict is off");
+    assert_eq!(v["cpu_evict"]["skipped"], "feature gate BECPUEvict is off");
+    assert_eq!(v["cpu_burst"]["skipped"], "no cpuBurstStrategy in the NodeSLO");
+    // Suppress is enabled by the NodeSLO but node CPU was never measured.
+    assert_eq!(v["cpu_suppress"]["skipped"], "node CPU usage not measured yet");
+    let none = World::new(vec![], None, "BEMemoryEvict=true,BECPUEvict=true");
+    let v = serde_json::to_value(none.run().strategies).unwrap();
+    for s in ["cpu_suppress", "cpu_evict", "memory_evict"] {
+        assert!(v[s]["skipped"].as_str().unwrap().contains("NodeSLO"), "{s}: {v}");
+    }
+}
+
+#[test]
+fn suppress_writes_follow_the_switch() {
+    let mut w = World::new(
+        vec![pod("be", "default", "u-be", "BE", json!({}))],
+        Some(slo(json!({"resourceUsedThresholdWithBE": {
+            "enable": true, "cpuSuppressPolicy": "cfsQuota", "cpuSuppressThresholdPercent": 65}}))),
+        "",
+    );
+    w.usage.node_cpu_milli = Some(4000.0);
+    let plan = w.run();
+    let suppress = plan.strategies.cpu_suppress.ran().unwrap();
+    assert!(suppress.applied);
+    let quota = plan
+        .writes
+        .iter()
+        .find(|x| x.strategy == "cpu_suppress" && x.file == FILE_CFS_QUOTA)
+        .unwrap();
+    assert_eq!(quota.cgroup, "kubepods/besteffort");
+    // 8000 × 65 % − system (4000 − 0 pods) = 1200m → 120000 µs.
+    assert_eq!(quota.value, "120000");
+    w.options.apply_cpu_suppress = false;
+    let plan = w.run();
+    assert!(plan.writes.iter().all(|x| x.strategy != "cpu_suppress"));
+    let suppress = plan.strategies.cpu_suppress.ran().unwrap();
+    assert!(!suppress.applied && !suppress.plan.writes.is_empty());
+}
+
+#[test]
+fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
+    let limited = |labels: serde_json::Value| {
+        json!({"metadata": {"labels": labels},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}}]}})
+    };
+    let pods = vec![
+        pod(
+            "pay",
+            "frontend",
+            "u-pay",
+            "LS",
+            limited(json!({"app": "payment", "koordinator.sh/qosClass": "LS"})),
+        ),
+        pod(
+            "other",
+            "frontend",
+            "u-oth",
+            "LS",
+            limited(json!({"app": "web", "koordinator.sh/qosClass": "LS"})),
+        ),
+    ];
+    let mut w = World::new(
+        pods,
+        Some(slo(json!({"cpuBurstStrategy": {
+            "policy": "none",
+            "podStrategies": [{"namespace": "frontend", "podSelector": {"matchLabels": {"app": "payment"}},
+                               "overridePod": true,
+                               "cpuBurstConfig": {"policy": "cpuBurstOnly", "cpuBurstPercent": 100}}]}}))),
+        "",
+    );
+    for p in &w.pods {
+        let pod_dir = p.cgroup_dir(&w.paths).to_string();
+        w.cgroups.ints.insert((pod_dir.clone(), FILE_CFS_QUOTA), 100_000);
+        w.cgroups.ints.insert((pod_dir, FILE_CFS_BURST), 0);
+        let c = p.container_dir(&w.paths, &p.containers[0]).unwrap().to_string();
+        w.cgroups.ints.insert((c.clone(), FILE_CFS_QUOTA), 100_000);
+        w.cgroups.ints.insert((c, FILE_CFS_BURST), 0);
+    }
+    let plan = w.run();
+    let bursts: Vec<_> = plan
+        .writes
+        .iter()
+        .filter(|x| x.file == FILE_CFS_BURST && x.value != "0")
+        .collect();
+    assert_eq!(bursts.len(), 2, "pod and container of `pay`: {bursts:?}");
+    assert!(
+        bursts
+            .iter()
+            .all(|x| x.cgroup.contains("u-pay") && x.value == "100000")
+    );
+    let burst = plan.strategies.cpu_burst.ran().unwrap();
+    let sources: Vec<_> = burst
+        .pods
+        .iter()
+        .map(|p| (p.name.as_str(), p.source.as_str()))
+        .collect();
+    assert!(
+        sources.contains(&("pay", "podStrategies[0] (overridePod=true)")),
+        "{sources:?}"
+    );
+    assert!(sources.contains(&("other", "node")));
+}

@@ -1,0 +1,217 @@
+//! The live QoS round: after each metric collection, gather the engine's input (snapshot,
+//! metric stores, cgroup reads), run every strategy, apply the cgroup writes through the
+//! executor and hand the evictions to the evictor.
+//!
+//! cpu_suppress is decided every round (its numbers are logged on change) but its writes are
+//! applied only when [`QosLoopConfig::apply_cpu_suppress`] is set: the fast path owns the live
+//! suppress writes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex;
+use tracing::info;
+
+use crate::executor::Executor;
+use crate::features::FeatureGates;
+use crate::gather;
+use crate::metrics::MetricTime;
+use crate::metrics::collector::Stores;
+use crate::qos::cpu_evict;
+use crate::qos::cpuset::CpuInfo;
+use crate::qos::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts, Report};
+use crate::qos::evictor::Evictor;
+use crate::states::Snapshot;
+use crate::system::cgroup_stats::CpuThrottling;
+use crate::system::{Cgroups, KubeCgroupPaths};
+use crate::telemetry::Telemetry;
+
+/// What the agent decides about the round.
+#[derive(Debug, Clone, Copy)]
+pub struct QosLoopConfig {
+    /// Apply cpu_suppress writes here (off while the fast path owns them).
+    pub apply_cpu_suppress: bool,
+    /// The collect interval.
+    pub collect_interval: Duration,
+}
+
+/// One QoS round's carried state and edges.
+pub struct QosLoop {
+    config: QosLoopConfig,
+    gates: FeatureGates,
+    cgroups: Arc<Cgroups>,
+    paths: KubeCgroupPaths,
+    topology: Vec<CpuInfo>,
+    executor: Executor,
+    evictor: Evictor,
+    telemetry: Telemetry,
+    started: Instant,
+    state: EngineState,
+    throttling: HashMap<String, CpuThrottling>,
+    burst_sources: HashMap<String, String>,
+    last_skips: HashMap<&'static str, String>,
+}
+
+/// The strategies' reports as (name, skip reason) pairs.
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
+    fn reason<T>(r: &Report<T>) -> Option<&str> {
+        match r {
+            Report::Skipped { skipped } => Some(skipped),
+            Report::Ran(_) => None,
+        }
+    }
+    [
+        ("be_limits", reason(&s.be_limits)),
+        ("cpu_suppress", reason(&s.cpu_suppress)),
+        ("cpu_burst", reason(&s.cpu_burst)),
+        ("cpu_evict", reason(&s.cpu_evict)),
+        ("memory_evict", reason(&s.memory_evict)),
+    ]
+}
+
+impl QosLoop {
+    /// Builds the round's state; `topology` comes from [`gather::read_topology`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: QosLoopConfig,
+        gates: FeatureGates,
+        cgroups: Arc<Cgroups>,
+        paths: KubeCgroupPaths,
+        topology: Vec<CpuInfo>,
+        executor: Executor,
+        evictor: Evictor,
+        telemetry: Telemetry,
+    ) -> Self {
+        QosLoop {
+            config,
+            gates,
+            cgroups,
+            paths,
+            topology,
+            executor,
+            evictor,
+            telemetry,
+            started: Instant::now(),
+            // No satisfaction eviction before a full cool-down of data exists (upstream).
+            state: EngineState {
+                cpu_evict_last: Some(0.0),
+                ..EngineState::default()
+            },
+            throttling: HashMap::new(),
+            burst_sources: HashMap::new(),
+            last_skips: HashMap::new(),
+        }
+    }
+
+    /// One round at `now` (the collection's time).
+    pub async fn round(&mut self, snapshot: &Snapshot, stores: &Mutex<Stores>, now: MetricTime) {
+        if !snapshot.pods_synced {
+            self.log_skip("all", Some("no pod list yet"));
+            return;
+        }
+        self.log_skip("all", None);
+        let interval = self.config.collect_interval.as_secs_f64();
+        let slo = snapshot.node_slo.as_deref();
+        let default_threshold = Default::default();
+        let threshold = slo
+            .and_then(|s| s.resource_used_threshold_with_be.as_ref())
+            .unwrap_or(&default_threshold);
+        let be_window = Duration::from_secs_f64(cpu_evict::window_seconds(threshold, interval));
+        let usage = {
+            let stores = stores.lock().await;
+            gather::live_usage(
+                &stores,
+                &snapshot.pods,
+                now,
+                self.config.collect_interval * 3,
+                be_window,
+            )
+        };
+        let scope = engine::ReadScope {
+            be_pods: self.config.apply_cpu_suppress,
+            burst: slo
+                .and_then(|s| s.cpu_burst_strategy.as_ref())
+                .filter(|_| self.gates.enabled("CPUBurst")),
+            skip_burst_none: true,
+        };
+        let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
+        let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
+        let node = snapshot
+            .node
+            .as_deref()
+            .map(NodeFacts::from_node)
+            .unwrap_or_default();
+        let wall = Instant::now();
+        let in_flight = self.evictor.in_flight(&snapshot.pods, wall);
+        let plan = engine::run(&EngineInput {
+            node: &node,
+            pods: &snapshot.pods,
+            paths: &self.paths,
+            node_slo: slo,
+            gates: &self.gates,
+            usage: &usage,
+            cgroups: &cgroups,
+            topology: &self.topology,
+            in_flight: &in_flight,
+            state: &self.state,
+            now_seconds: self.started.elapsed().as_secs_f64(),
+            options: EngineOptions {
+                apply_cpu_suppress: self.config.apply_cpu_suppress,
+                collect_interval_seconds: interval,
+                ..EngineOptions::default()
+            },
+        });
+        self.state = plan.next_state.clone();
+        for (strategy, reason) in skips(&plan.strategies) {
+            self.log_skip(strategy, reason);
+        }
+        if let Some(burst) = plan.strategies.cpu_burst.ran() {
+            for pod in &burst.pods {
+                let key = format!("{}/{}", pod.namespace, pod.name);
+                if self.burst_sources.get(&key) != Some(&pod.source) {
+                    info!(pod = %key, source = %pod.source, policy = ?pod.config.policy,
+                          cpu_burst_percent = pod.config.cpu_burst_percent, "cpu_burst strategy picked");
+                    self.burst_sources.insert(key, pod.source.clone());
+                }
+            }
+        }
+        // Apply in plan order, one executor call per run of writes from the same strategy.
+        let mut start = 0;
+        while start < plan.writes.len() {
+            let strategy = plan.writes[start].strategy;
+            let end = plan.writes[start..]
+                .iter()
+                .position(|w| w.strategy != strategy)
+                .map_or(plan.writes.len(), |n| start + n);
+            let writes: Vec<_> = plan.writes[start..end]
+                .iter()
+                .filter_map(|w| w.to_executor().ok())
+                .collect();
+            let report = self.executor.apply(writes, Instant::now());
+            self.telemetry.record_apply(strategy, &report);
+            start = end;
+        }
+        self.telemetry
+            .unsupported
+            .set(i64::try_from(self.cgroups.unsupported_reported()).unwrap_or(i64::MAX));
+        if !plan.evictions.is_empty() {
+            self.evictor
+                .evict(&plan.evictions, &snapshot.pods, Instant::now())
+                .await;
+        }
+    }
+
+    fn log_skip(&mut self, strategy: &'static str, reason: Option<&str>) {
+        let now = reason.unwrap_or("").to_owned();
+        if self.last_skips.get(strategy) == Some(&now) {
+            return;
+        }
+        match reason {
+            Some(r) => info!(strategy, reason = r, "strategy skipped"),
+            None if self.last_skips.contains_key(strategy) => info!(strategy, "strategy running"),
+            None => {}
+        }
+        self.last_skips.insert(strategy, now);
+    }
+}

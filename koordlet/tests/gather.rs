@@ -1,0 +1,110 @@
+//! The live gatherers on fake trees: cgroup values the engine asks for (v1 and v2), throttled
+//! ratios from two `cpu.stat` readings, the CPU topology from a fake sysfs.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use koordlet::gather::{read_cgroup_facts, read_topology};
+use koordlet::qos::cpuset::{CpuInfo, CpuList};
+use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups, KubeQosClass};
+
+#[test]
+fn cgroup_facts_in_v1_units_on_both_versions() {
+    for version in [CgroupVersion::V1, CgroupVersion::V2] {
+        let host = common::FakeHost::new(version, CgroupDriver::Cgroupfs);
+        let cgroups = Cgroups::detect(&host.roots).unwrap();
+        let be = host.paths.qos_dir(KubeQosClass::BestEffort);
+        let pod = host.paths.pod_dir(KubeQosClass::Burstable, &common::uid());
+        match version {
+            CgroupVersion::V1 => {
+                std::fs::write(host.file("cpu", be.as_path(), "cpu.cfs_quota_us"), "50000\n").unwrap();
+                std::fs::write(host.file("cpuset", be.as_path(), "cpuset.cpus"), "0-1\n").unwrap();
+            }
+            CgroupVersion::V2 => {
+                std::fs::write(host.file("", be.as_path(), "cpu.max"), "50000 100000\n").unwrap();
+                std::fs::write(host.file("", be.as_path(), "cpuset.cpus"), "0-1\n").unwrap();
+            }
+        }
+        let reads = vec![
+            (be.to_string(), "cpu.cfs_quota_us"),
+            (be.to_string(), "cpuset.cpus"),
+            (pod.to_string(), "cpu.cfs_quota_us"),
+            (pod.to_string(), "cpu.cfs_burst_us"),
+            ("kubepods/no-such-pod".to_string(), "cpu.cfs_quota_us"),
+        ];
+        let facts = read_cgroup_facts(&cgroups, &reads, None);
+        assert_eq!(
+            facts.int(&be.to_string(), "cpu.cfs_quota_us"),
+            Some(50_000),
+            "{version:?}"
+        );
+        assert_eq!(
+            facts.cpusets.get(&be.to_string()),
+            Some(&CpuList::parse("0-1").unwrap())
+        );
+        assert_eq!(
+            facts.int(&pod.to_string(), "cpu.cfs_quota_us"),
+            Some(-1),
+            "{version:?}"
+        );
+        assert_eq!(
+            facts.int(&pod.to_string(), "cpu.cfs_burst_us"),
+            Some(0),
+            "{version:?}"
+        );
+        assert_eq!(facts.int("kubepods/no-such-pod", "cpu.cfs_quota_us"), None);
+    }
+}
+
+#[test]
+fn throttled_ratio_from_two_rounds() {
+    let host = common::FakeHost::new(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+    let cgroups = Cgroups::detect(&host.roots).unwrap();
+    let dir = host
+        .paths
+        .container_dir(KubeQosClass::Burstable, &common::uid(), &common::cid());
+    let stat = host.file("cpu", dir.as_path(), "cpu.stat");
+    let reads = vec![(dir.to_string(), "cpu.cfs_burst_us")];
+    let mut previous = HashMap::new();
+    std::fs::write(&stat, "nr_periods 100\nnr_throttled 10\nthrottled_time 0\n").unwrap();
+    let first = read_cgroup_facts(&cgroups, &reads, Some(&mut previous));
+    assert!(first.throttled.is_empty(), "no ratio from one reading");
+    std::fs::write(&stat, "nr_periods 200\nnr_throttled 35\nthrottled_time 5\n").unwrap();
+    let second = read_cgroup_facts(&cgroups, &reads, Some(&mut previous));
+    assert_eq!(second.throttled.get(&dir.to_string()), Some(&0.25));
+}
+
+#[test]
+fn topology_from_sysfs_and_empty_when_unreadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = dir.path();
+    let cpu = sys.join("devices/system/cpu");
+    std::fs::create_dir_all(&cpu).unwrap();
+    std::fs::write(cpu.join("online"), "0-3\n").unwrap();
+    for (n, core, socket) in [(0, 0, 0), (1, 1, 0), (2, 0, 0), (3, 1, 0)] {
+        let t = cpu.join(format!("cpu{n}/topology"));
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("core_id"), format!("{core}\n")).unwrap();
+        std::fs::write(t.join("physical_package_id"), format!("{socket}\n")).unwrap();
+    }
+    for (node, list) in [(0, "0-1"), (1, "2-3")] {
+        let n = sys.join(format!("devices/system/node/node{node}"));
+        std::fs::create_dir_all(&n).unwrap();
+        std::fs::write(n.join("cpulist"), list).unwrap();
+    }
+    let topo = read_topology(sys);
+    assert_eq!(
+        topo[2],
+        CpuInfo {
+            cpu: 2,
+            core: 0,
+            socket: 0,
+            node: 1
+        }
+    );
+    assert_eq!(topo.len(), 4);
+    assert!(read_topology(Path::new("/nonexistent-koord")).is_empty());
+}

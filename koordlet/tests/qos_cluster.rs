@@ -1,0 +1,427 @@
+//! Embedded cluster (tier 4): koordlet runs in-process against the embedded API server and a
+//! simulated node whose pods are real processes in real cgroups; the QoS strategies act
+//! through the API (Eviction, Events) and the node's cgroups.
+//!
+//! Node memory on a simulated node is the host's (`/proc/meminfo`: the pods' processes are
+//! real), so the memory test sizes the Node's memory capacity and the NodeSLO threshold from
+//! what `/proc/meminfo` says at the time, with a wide margin on both sides.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use koord_testcluster::node::{FleetConfig, NodeInfo, NodeSpec, SimulatedNodes};
+use koord_testcluster::{ClusterOptions, TestCluster};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+/// One scenario at a time: they measure node memory and CPU of a shared machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const MI: u64 = 1 << 20;
+
+struct Env {
+    _cluster: TestCluster,
+    client: kube::Client,
+    nodes: SimulatedNodes,
+    node: NodeInfo,
+    ns: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    agent: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(agent) = self.agent.take() {
+            agent.abort();
+        }
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{}-{nanos:x}", std::process::id())
+}
+
+/// Host memory in use (MemTotal − MemAvailable), bytes: what koordlet reads on this node.
+fn host_used_bytes() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    };
+    field("MemTotal:") - field("MemAvailable:")
+}
+
+async fn start(node_memory: u64, gates: &str) -> Env {
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    let client = cluster.client().unwrap();
+    cluster
+        .install_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds"))
+        .await
+        .unwrap();
+    let ns = unique("qos");
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let name = unique("sim");
+    let spec = NodeSpec::new(&name)
+        .with_resource("memory", &node_memory.to_string())
+        .with_resource("kubernetes.io/batch-cpu", "4000")
+        .with_resource("kubernetes.io/batch-memory", "8Gi");
+    let nodes = SimulatedNodes::start(client.clone(), vec![spec], FleetConfig::default())
+        .await
+        .unwrap();
+    let node = nodes.node(&name).unwrap().clone();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let args = koordlet::cli::Args::try_parse_from([
+        "koordlet".to_string(),
+        format!("--node-name={name}"),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--cgroup-root={}", node.cgroup_root.display()),
+        format!("--proc-root={}", node.proc_root.display()),
+        "--cgroup-driver=cgroupfs".into(),
+        "--pods-source=kubelet".into(),
+        format!("--kubelet-url=http://127.0.0.1:{}", node.kubelet_port),
+        "--collect-interval=1s".into(),
+        format!("--feature-gates={gates}"),
+        "--metrics-addr=127.0.0.1:0".into(),
+        "--health-addr=127.0.0.1:0".into(),
+    ])
+    .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        if let Err(e) = koordlet::agent::run_agent(args.agent, shutdown).await {
+            panic!("koordlet failed: {e}");
+        }
+    });
+    Env {
+        _cluster: cluster,
+        client,
+        nodes,
+        node,
+        ns,
+        stop: Some(stop),
+        agent: Some(agent),
+        _dir: dir,
+    }
+}
+
+impl Env {
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    async fn node_slo(&self, spec: Value) {
+        let api: Api<koord_api::NodeSLO> = Api::all(self.client.clone());
+        let slo = serde_json::from_value(json!({
+            "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
+            "metadata": {"name": self.node.name}, "spec": spec,
+        }))
+        .unwrap();
+        match api.get_opt(&self.node.name).await.unwrap() {
+            Some(old) => {
+                let mut slo: koord_api::NodeSLO = slo;
+                slo.metadata.resource_version = old.metadata.resource_version;
+                api.replace(&self.node.name, &PostParams::default(), &slo)
+                    .await
+                    .unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &slo).await.unwrap();
+            }
+        }
+    }
+
+    async fn create_pod(&self, pod: Value) -> String {
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        let created = self.pods().create(&PostParams::default(), &pod).await.unwrap();
+        created.metadata.uid.unwrap()
+    }
+
+    /// Waits until the pod runs (and its processes exist); returns its container's cgroup dir
+    /// relative to the controller root.
+    async fn wait_running(&self, name: &str) -> String {
+        let pod = wait_for(&format!("{name} Running"), Duration::from_secs(60), async || {
+            let pod = self.pods().get(name).await.ok()?;
+            (pod.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(pod)
+        })
+        .await;
+        let uid = pod.metadata.uid.clone().unwrap();
+        let status = pod.status.unwrap();
+        let id = status.container_statuses.unwrap()[0]
+            .container_id
+            .clone()
+            .unwrap();
+        let hash = id.strip_prefix("containerd://").unwrap().to_string();
+        let qos = match status.qos_class.as_deref() {
+            Some("BestEffort") => "kubepods/besteffort",
+            Some("Burstable") => "kubepods/burstable",
+            _ => "kubepods",
+        };
+        wait_for(
+            &format!("{name} processes"),
+            Duration::from_secs(30),
+            async || (!self.nodes.pod_pids(&uid).is_empty()).then_some(()),
+        )
+        .await;
+        format!("{qos}/pod{uid}/{hash}")
+    }
+
+    fn cpu_file(&self, dir: &str, file: &str) -> PathBuf {
+        self.node.cgroup_root.join("cpu").join(dir).join(file)
+    }
+
+    async fn events(&self, pod: &str) -> Vec<Event> {
+        Api::<Event>::namespaced(self.client.clone(), &self.ns)
+            .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+    }
+}
+
+async fn wait_for<T>(what: &str, limit: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn be_pod(name: &str, memory: &str, labels: Value) -> Value {
+    json!({
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"sim.koordinator.sh/memory": memory, "sim.koordinator.sh/cpu-load": "0.05"}},
+        "spec": {"containers": [{"name": "main", "image": "batch",
+            "resources": {"requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
+                          "limits": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"}}}]}
+    })
+}
+
+fn ls_pod(name: &str, app: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "labels": {"koordinator.sh/qosClass": "LS", "app": app},
+                     "annotations": {"sim.koordinator.sh/memory": "20Mi", "sim.koordinator.sh/cpu-load": "0.05"}},
+        "spec": {"containers": [{"name": "main", "image": "app",
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}}]}
+    })
+}
+
+fn reasons(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_hungry_be_pod_is_evicted_with_an_event_and_ls_pods_stay() {
+    let _serial = SERIAL.lock().await;
+    // Node memory capacity: what the host uses now plus 1.5 GiB, so the BE pod's 700 MiB
+    // moves node usage by about a third of the capacity.
+    let capacity = host_used_bytes() + 1536 * MI;
+    let env = start(capacity, "BEMemoryEvict=true").await;
+    env.create_pod(ls_pod("web", "web")).await;
+    env.create_pod(be_pod(
+        "be-small",
+        "20Mi",
+        json!({"koordinator.sh/qosClass": "BE"}),
+    ))
+    .await;
+    env.wait_running("web").await;
+    env.wait_running("be-small").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Threshold halfway between usage now and usage with the hungry pod.
+    let used = host_used_bytes();
+    let threshold = (used + 350 * MI) * 100 / capacity;
+    println!("capacity {capacity} used {used} threshold {threshold}%");
+    assert!(threshold < 95, "host memory moved too much to set a threshold");
+    env.node_slo(
+        json!({"resourceUsedThresholdWithBE": {"enable": true, "memoryEvictThresholdPercent": threshold}}),
+    )
+    .await;
+    // Below the threshold nothing happens.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(env.pods().get_opt("be-small").await.unwrap().is_some());
+    env.create_pod(be_pod(
+        "be-hungry",
+        "700Mi",
+        json!({"koordinator.sh/qosClass": "BE"}),
+    ))
+    .await;
+    env.wait_running("be-hungry").await;
+    wait_for("be-hungry evicted", Duration::from_secs(60), async || {
+        env.pods()
+            .get_opt("be-hungry")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let events = wait_for("evictPodSuccess Event", Duration::from_secs(10), async || {
+        let events = reasons(&env.events("be-hungry").await);
+        events
+            .iter()
+            .any(|(r, _)| r == "evictPodSuccess")
+            .then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    assert!(
+        message.contains("EvictPodByNodeMemoryUsage") && message.contains("node memory usage"),
+        "{message}"
+    );
+    // The LS pod and the small BE pod (usage back below the threshold) stay.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(env.pods().get_opt("web").await.unwrap().is_some());
+    assert!(env.pods().get_opt("be-small").await.unwrap().is_some());
+    assert!(reasons(&env.events("web").await).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pdb_blocks_eviction_and_is_reported_as_evict_pod_fail() {
+    let _serial = SERIAL.lock().await;
+    let env = start(8 << 30, "BEMemoryEvict=true").await;
+    env.create_pod(be_pod(
+        "be-protected",
+        "20Mi",
+        json!({"koordinator.sh/qosClass": "BE", "app": "protected"}),
+    ))
+    .await;
+    env.wait_running("be-protected").await;
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "protect"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "protected"}}}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    // Threshold 1 %: node memory is always over it.
+    env.node_slo(json!({"resourceUsedThresholdWithBE": {"enable": true, "memoryEvictThresholdPercent": 1, "memoryEvictLowerPercent": 0}}))
+        .await;
+    let events = wait_for("evictPodFail Event", Duration::from_secs(30), async || {
+        let events = reasons(&env.events("be-protected").await);
+        events.iter().any(|(r, _)| r == "evictPodFail").then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodFail").unwrap();
+    assert!(message.contains("EvictPodByNodeMemoryUsage"), "{message}");
+    assert!(events.iter().all(|(r, _)| r != "evictPodSuccess"), "{events:?}");
+    let pod = env.pods().get("be-protected").await.unwrap();
+    assert!(pod.metadata.deletion_timestamp.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
+    let _serial = SERIAL.lock().await;
+    let env = start(8 << 30, "").await;
+    env.create_pod(ls_pod("payment", "payment")).await;
+    env.create_pod(ls_pod("web", "web")).await;
+    let payment = env.wait_running("payment").await;
+    let web = env.wait_running("web").await;
+    // The kubelet sets CFS quotas from CPU limits (1 core); the simulated node does not.
+    for dir in [&payment, &web] {
+        let pod_dir = dir.rsplit_once('/').unwrap().0;
+        std::fs::write(env.cpu_file(pod_dir, "cpu.cfs_quota_us"), "100000").unwrap();
+        std::fs::write(env.cpu_file(dir, "cpu.cfs_quota_us"), "100000").unwrap();
+    }
+    env.node_slo(json!({"cpuBurstStrategy": {
+        "policy": "none",
+        "podStrategies": [{"namespace": env.ns, "podSelector": {"matchLabels": {"app": "payment"}},
+                           "overridePod": true,
+                           "cpuBurstConfig": {"policy": "cpuBurstOnly", "cpuBurstPercent": 100}}]}}))
+        .await;
+    let read = |dir: &str| {
+        std::fs::read_to_string(env.cpu_file(dir, "cpu.cfs_burst_us"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    wait_for("payment burst", Duration::from_secs(30), async || {
+        (read(&payment) == "100000").then_some(())
+    })
+    .await;
+    assert_eq!(read(payment.rsplit_once('/').unwrap().0), "100000");
+    assert_eq!(read(&web), "0");
+    assert_eq!(read(web.rsplit_once('/').unwrap().0), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn suppressed_busy_be_pod_is_evicted_by_satisfaction() {
+    let _serial = SERIAL.lock().await;
+    let env = start(8 << 30, "BECPUEvict=true").await;
+    env.create_pod(ls_pod("web", "web")).await;
+    let mut busy = be_pod("be-busy", "20Mi", json!({"koordinator.sh/qosClass": "BE"}));
+    busy["metadata"]["annotations"]["sim.koordinator.sh/cpu-load"] = json!("1");
+    busy["spec"]["containers"][0]["resources"] = json!({
+        "requests": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"},
+        "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"}});
+    env.create_pod(busy).await;
+    env.wait_running("web").await;
+    env.wait_running("be-busy").await;
+    // Suppress (the fast path's job) squeezes BE to half a core: satisfaction 500m / 2000m.
+    std::fs::write(env.cpu_file("kubepods/besteffort", "cpu.cfs_quota_us"), "50000").unwrap();
+    env.node_slo(json!({"resourceUsedThresholdWithBE": {
+        "enable": true, "cpuSuppressPolicy": "cfsQuota",
+        // api field names (upstream spells them cpuEvictBE...).
+        "cpuEvictBeSatisfactionLowerPercent": 60, "cpuEvictBeSatisfactionUpperPercent": 80,
+        "cpuEvictBeUsageThresholdPercent": 90, "cpuEvictTimeWindowSeconds": 3}}))
+        .await;
+    // Upstream's rule: no satisfaction eviction before one cool-down (20 s) after start.
+    wait_for("be-busy evicted", Duration::from_secs(90), async || {
+        env.pods()
+            .get_opt("be-busy")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let events = wait_for("evictPodSuccess Event", Duration::from_secs(10), async || {
+        let events = reasons(&env.events("be-busy").await);
+        events
+            .iter()
+            .any(|(r, _)| r == "evictPodSuccess")
+            .then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    assert!(
+        message.contains("EvictPodByBECPUSatisfaction") && message.contains("satisfaction 0.2"),
+        "{message}"
+    );
+    assert!(env.pods().get_opt("web").await.unwrap().is_some());
+}
