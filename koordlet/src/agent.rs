@@ -152,6 +152,15 @@ pub async fn run_agent(
     }
 
     let stores = Arc::new(Mutex::new(Stores::default()));
+    // Fast CPU suppress loop.
+    match crate::suppress_loop::spawn_config(&args, &roots, &paths).and_then(|config| {
+        crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(telemetry.clone()))
+    }) {
+        Ok(fast) => {
+            tasks.spawn(fast.run(snap_rx.clone(), gates.clone()));
+        }
+        Err(e) => warn!(error = %e, "fast CPU suppress loop not started"),
+    }
     // Collection + BE limits loop.
     {
         let (stores, snap_rx, readiness, telemetry) = (
