@@ -341,3 +341,6 @@ pub fn spawn_config(
         besteffort: paths.qos_dir(crate::system::KubeQosClass::BestEffort),
     })
 }
+
+#[cfg(test)]
+mod tests;
