@@ -103,6 +103,7 @@ pub async fn run_agent(
 
     let mut registry = Registry::with_prefix("koordlet");
     let telemetry = Telemetry::register(&mut registry);
+    let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(&mut registry, telemetry.clone());
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -150,17 +151,17 @@ pub async fn run_agent(
             tasks.spawn(sources::watch_pods(client.clone(), node.clone(), snap_tx.clone()));
         }
     }
-
-    let stores = Arc::new(Mutex::new(Stores::default()));
     // Fast CPU suppress loop.
     match crate::suppress_loop::spawn_config(&args, &roots, &paths).and_then(|config| {
-        crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(telemetry.clone()))
+        crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(suppress_metrics))
     }) {
         Ok(fast) => {
             tasks.spawn(fast.run(snap_rx.clone(), gates.clone()));
         }
         Err(e) => warn!(error = %e, "fast CPU suppress loop not started"),
     }
+
+    let stores = Arc::new(Mutex::new(Stores::default()));
     // Collection + BE limits loop.
     {
         let (stores, snap_rx, readiness, telemetry) = (

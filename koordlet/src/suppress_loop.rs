@@ -30,6 +30,10 @@ use crate::system::{
     CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, ParseError, SystemError,
 };
 use crate::telemetry::Telemetry;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 mod counters;
 mod node_cpu;
@@ -63,6 +67,40 @@ pub struct SuppressLoopConfig {
     pub besteffort: CgroupDir,
 }
 
+/// The loop's Prometheus metrics (`koordlet_` prefix), plus the agent's shared ones.
+#[derive(Debug, Clone)]
+pub struct SuppressMetrics {
+    /// `cpu_suppress_writes{direction}`: besteffort quota changes (`decrease`, `increase`,
+    /// `restore`).
+    pub writes: Family<Vec<(String, String)>, Counter>,
+    /// `be_cpu_suppress_budget_milli`: the BE budget of the last change, −1 when suppress is off.
+    pub budget_milli: Gauge,
+    /// The agent's metrics (`cgroup_writes{strategy="cpu_suppress"}`).
+    pub telemetry: Telemetry,
+}
+
+impl SuppressMetrics {
+    /// Creates and registers the loop's metrics.
+    pub fn register(registry: &mut Registry, telemetry: Telemetry) -> Self {
+        let m = SuppressMetrics {
+            writes: Family::default(),
+            budget_milli: Gauge::default(),
+            telemetry,
+        };
+        registry.register(
+            "cpu_suppress_writes",
+            "Besteffort CPU quota changes made by the fast suppress loop, by direction",
+            m.writes.clone(),
+        );
+        registry.register(
+            "be_cpu_suppress_budget_milli",
+            "BE CPU budget of the last suppress change in milli-cores (-1: suppress off)",
+            m.budget_milli.clone(),
+        );
+        m
+    }
+}
+
 /// What one tick did (for tests and the benchmark).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TickOutcome {
@@ -86,7 +124,7 @@ pub struct SuppressLoop {
     buf: [u8; 512],
     origin: Instant,
     assumed_quota: Option<i64>,
-    telemetry: Option<Telemetry>,
+    metrics: Option<SuppressMetrics>,
     warned_read: bool,
     warned_cpuset: bool,
 }
@@ -97,7 +135,7 @@ impl SuppressLoop {
     pub fn new(
         cgroups: Arc<Cgroups>,
         config: SuppressLoopConfig,
-        telemetry: Option<Telemetry>,
+        metrics: Option<SuppressMetrics>,
     ) -> Result<Self, SystemError> {
         let version = cgroups.version();
         let usage = |dir: &CgroupDir| -> Result<CounterFile, SystemError> {
@@ -139,7 +177,7 @@ impl SuppressLoop {
             buf: [0; 512],
             origin: Instant::now(),
             assumed_quota: None,
-            telemetry,
+            metrics,
             warned_read: false,
             warned_cpuset: false,
         })
@@ -207,8 +245,8 @@ impl SuppressLoop {
                 budget,
                 usage,
             } => {
-                if let Some(t) = &self.telemetry {
-                    t.be_cpu_budget_milli.set(budget.budget_milli);
+                if let Some(m) = &self.metrics {
+                    m.budget_milli.set(budget.budget_milli);
                 }
                 info!(
                     strategy = STRATEGY,
@@ -240,8 +278,8 @@ impl SuppressLoop {
                     dry_run = self.config.dry_run,
                     "cpu suppress off: besteffort quota back to unlimited"
                 );
-                if let Some(t) = &self.telemetry {
-                    t.be_cpu_budget_milli.set(-1);
+                if let Some(m) = &self.metrics {
+                    m.budget_milli.set(-1);
                 }
                 self.write_quota(now, -1, "restore")
             }
@@ -260,10 +298,10 @@ impl SuppressLoop {
         for f in &report.errors {
             warn!(strategy = STRATEGY, error = %f.error, "besteffort quota write failed");
         }
-        if let Some(t) = &self.telemetry {
-            t.record_apply(STRATEGY, &report);
+        if let Some(m) = &self.metrics {
+            m.telemetry.record_apply(STRATEGY, &report);
             if !report.changes.is_empty() {
-                t.suppress_writes
+                m.writes
                     .get_or_create(&vec![("direction".to_string(), direction.to_string())])
                     .inc();
             }

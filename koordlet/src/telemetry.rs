@@ -21,11 +21,6 @@ pub struct Telemetry {
     pub unsupported: Gauge,
     /// NodeMetric status reports by result.
     pub reports: Family<Labels, Counter>,
-    /// Besteffort quota changes made by the fast suppress loop, by direction
-    /// (`decrease`, `increase`, `restore`).
-    pub suppress_writes: Family<Labels, Counter>,
-    /// The BE CPU budget (milli-cores) of the last suppress change; -1 when suppress is off.
-    pub be_cpu_budget_milli: Gauge,
 }
 
 impl Telemetry {
@@ -36,8 +31,6 @@ impl Telemetry {
             cgroup_writes: Family::default(),
             unsupported: Gauge::default(),
             reports: Family::default(),
-            suppress_writes: Family::default(),
-            be_cpu_budget_milli: Gauge::default(),
         };
         registry.register(
             "collection_round_seconds",
@@ -58,16 +51,6 @@ impl Telemetry {
             "nodemetric_reports",
             "NodeMetric status reports by result",
             t.reports.clone(),
-        );
-        registry.register(
-            "cpu_suppress_writes",
-            "Besteffort CPU quota changes made by the fast suppress loop, by direction",
-            t.suppress_writes.clone(),
-        );
-        registry.register(
-            "be_cpu_suppress_budget_milli",
-            "BE CPU budget of the last suppress change in milli-cores (-1: suppress off)",
-            t.be_cpu_budget_milli.clone(),
         );
         t
     }

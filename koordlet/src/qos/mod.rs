@@ -19,11 +19,12 @@ pub mod cpu_evict;
 pub mod cpu_suppress;
 pub mod cpuset;
 pub mod eviction;
-pub mod fast_suppress;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
 pub mod share_pool;
+// After the others: the fast path of cpu_suppress.
+pub mod fast_suppress;
 
 use serde::Serialize;
 use thiserror::Error;
