@@ -315,17 +315,24 @@ impl SuppressLoop {
     }
 
     /// Runs the loop every `config.interval` until the task is dropped. The strategy is the
-    /// snapshot's NodeSLO `resourceUsedThresholdWithBE` when the `BECPUSuppress` gate is on;
-    /// until a NodeSLO has been seen nothing is written (the counters are still sampled).
+    /// snapshot's NodeSLO `resourceUsedThresholdWithBE`; until a NodeSLO has been seen nothing
+    /// is written (the counters are still sampled). With the `BECPUSuppress` gate off the loop
+    /// does not run at all (it never touches a file it does not own).
     pub async fn run(mut self, mut snapshots: watch::Receiver<Snapshot>, gates: FeatureGates) {
         let mut ticker = tokio::time::interval(self.config.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let gate = gates.enabled("BECPUSuppress");
-        let mut inputs = Inputs::from_snapshot(&snapshots.borrow_and_update(), gate);
+        if !gates.enabled("BECPUSuppress") {
+            info!(
+                strategy = STRATEGY,
+                "feature gate BECPUSuppress is off: fast suppress loop not running"
+            );
+            return;
+        }
+        let mut inputs = Inputs::from_snapshot(&snapshots.borrow_and_update());
         loop {
             ticker.tick().await;
             if snapshots.has_changed().unwrap_or(false) {
-                inputs = Inputs::from_snapshot(&snapshots.borrow_and_update(), gate);
+                inputs = Inputs::from_snapshot(&snapshots.borrow_and_update());
             }
             let now = Instant::now();
             if !inputs.slo_seen {
@@ -345,14 +352,13 @@ struct Inputs {
 }
 
 impl Inputs {
-    fn from_snapshot(s: &Snapshot, gate: bool) -> Self {
+    fn from_snapshot(s: &Snapshot) -> Self {
         let strategy = s
             .node_slo
             .as_ref()
-            .and_then(|slo| slo.resource_used_threshold_with_be.clone())
-            .filter(|_| gate);
+            .and_then(|slo| slo.resource_used_threshold_with_be.clone());
         Inputs {
-            slo_seen: s.node_slo.is_some() || !gate,
+            slo_seen: s.node_slo.is_some(),
             strategy,
             node: s.node.as_deref().map(node_cpu).unwrap_or_default(),
         }

@@ -170,3 +170,31 @@ fn missing_tree_is_a_read_failure_not_a_panic() {
         TickOutcome::ReadFailed
     );
 }
+
+#[tokio::test]
+async fn run_waits_for_a_nodeslo_then_restores_when_disabled() {
+    let f = Fake::new(CgroupVersion::V1);
+    f.put("cpu", "kubepods/besteffort", "cpu.cfs_quota_us", "50000\n");
+    let l = f.fast_loop(false);
+    let (tx, rx) = watch::channel(Snapshot::default());
+    let gates = FeatureGates::parse("").unwrap();
+    let task = tokio::spawn(l.run(rx, gates));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(f.quota_text().trim(), "50000", "written before any NodeSLO");
+    let slo: koord_api::NodeSLOSpec =
+        serde_json::from_value(serde_json::json!({"resourceUsedThresholdWithBE": {"enable": false}}))
+            .unwrap();
+    tx.send_modify(|s| s.node_slo = Some(Arc::new(slo)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(f.quota_text().trim(), "-1");
+    task.abort();
+
+    // Gate off: the loop never runs, nothing is touched.
+    f.put("cpu", "kubepods/besteffort", "cpu.cfs_quota_us", "50000\n");
+    let (_tx, rx) = watch::channel(tx.borrow().clone());
+    let gates = FeatureGates::parse("BECPUSuppress=false").unwrap();
+    tokio::time::timeout(Duration::from_secs(1), f.fast_loop(false).run(rx, gates))
+        .await
+        .expect("returns at once with the gate off");
+    assert_eq!(f.quota_text().trim(), "50000");
+}
