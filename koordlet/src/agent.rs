@@ -91,6 +91,7 @@ pub async fn run_agent(
 
     let mut registry = Registry::with_prefix("koordlet");
     let telemetry = Telemetry::register(&mut registry);
+    let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(&mut registry, telemetry.clone());
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -140,6 +141,15 @@ pub async fn run_agent(
         PodsSource::Apiserver => {
             tasks.spawn(sources::watch_pods(client.clone(), node.clone(), snap_tx.clone()));
         }
+    }
+    // Fast CPU suppress loop.
+    match crate::suppress_loop::spawn_config(&args, &roots, &paths).and_then(|config| {
+        crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(suppress_metrics))
+    }) {
+        Ok(fast) => {
+            tasks.spawn(fast.run(snap_rx.clone(), gates.clone()));
+        }
+        Err(e) => warn!(error = %e, "fast CPU suppress loop not started"),
     }
 
     let stores = Arc::new(Mutex::new(Stores::default()));

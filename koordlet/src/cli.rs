@@ -104,6 +104,11 @@ pub struct AgentArgs {
     /// Time between two collection rounds (and BE limit reconciliations).
     #[arg(long, env = "KOORDLET_COLLECT_INTERVAL", default_value = "1s", value_parser = parse_interval)]
     pub collect_interval: Duration,
+    /// Tick of the fast CPU suppress loop (gate BECPUSuppress, policy cfsQuota): how often the
+    /// node, kubepods and besteffort CPU counters are read and the besteffort quota adjusted.
+    /// An LS spike lowers the BE quota within about two ticks.
+    #[arg(long, env = "KOORDLET_SUPPRESS_INTERVAL", default_value = "50ms", value_parser = parse_suppress_interval)]
+    pub suppress_interval: Duration,
     /// Feature gates, `Name=true|false,...` (upstream names and defaults).
     #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
@@ -127,5 +132,14 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
         Some(d) if d >= Duration::from_millis(100) => Ok(d),
         Some(_) => Err("must be at least 100ms".into()),
         None => Err(format!("{text:?} is not a duration like 1s or 500ms")),
+    }
+}
+
+/// Parses the suppress tick (10 ms to 10 s).
+fn parse_suppress_interval(text: &str) -> Result<Duration, String> {
+    match crate::states::parse_go_duration(text) {
+        Some(d) if d >= Duration::from_millis(10) && d <= Duration::from_secs(10) => Ok(d),
+        Some(_) => Err("must be between 10ms and 10s".into()),
+        None => Err(format!("{text:?} is not a duration like 50ms")),
     }
 }

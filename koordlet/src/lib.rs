@@ -9,6 +9,7 @@
 //!   audited, dry-run).
 //! - [`metrics`]: bounded in-memory metric storage with window queries.
 //! - [`qos`]: the QoS strategies' pure decisions (BE limits, suppress, burst, eviction).
+//! - [`suppress_loop`]: the 50 ms fast loop of CPU suppress on a few node-level counters.
 //! - [`states`]: the node's Node, Pods, NodeSLO and NodeMetric spec as one snapshot.
 
 pub mod agent;
@@ -22,6 +23,7 @@ pub mod qos;
 pub mod qos_loop;
 pub mod report;
 pub mod states;
+pub mod suppress_loop;
 pub mod system;
 pub mod telemetry;
 

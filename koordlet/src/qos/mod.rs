@@ -10,6 +10,7 @@
 //! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
+//! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
 pub mod be_limits;
@@ -24,6 +25,8 @@ pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
 pub mod share_pool;
+// After the others: the fast path of cpu_suppress.
+pub mod fast_suppress;
 
 use serde::Serialize;
 use thiserror::Error;

@@ -1,0 +1,321 @@
+//! The fast path of CPU suppress: a few node-level counters read every tick (50 ms by default)
+//! turned into the [`super::cpu_suppress`] budget, so an LS spike shrinks the besteffort quota
+//! within one or two ticks instead of upstream's 1-2 s.
+//!
+//! Only three counters are needed: node busy time (`/proc/stat`), the `kubepods` cgroup's CPU
+//! time and the `besteffort` cgroup's CPU time. Over one tick they give
+//!
+//! ```text
+//! non-BE pod usage = kubepods − besteffort        system usage = node − kubepods
+//! ```
+//!
+//! which are exactly the inputs of [`cpu_suppress::budget`] (host applications are part of the
+//! system share here). Smoothing is asymmetric: the non-BE usage used is
+//! `max(last tick, EWMA)`, so a spike counts at once and its end is forgotten gradually; the
+//! system share (coarse `/proc/stat` ticks, slow-moving daemons) is an EWMA only.
+//!
+//! The quota rules are [`cpu_suppress::quota_decision`]'s (floor, skip tiny changes, bounded
+//! ramp-up, immediate decrease); this module adds one thing the fast cadence needs: decreases
+//! are applied on the tick they are decided, increases at most once per
+//! [`FastSuppressConfig::increase_interval`] (upstream's 1 s round), so the ramp-up speed is
+//! upstream's and LS noise does not make the quota flap 20 times a second.
+//!
+//! Everything here is plain data in, plain data out; no allocation per tick.
+
+use std::time::Duration;
+
+use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
+use serde::Serialize;
+
+use super::cpu_suppress::{self, BeCgroups, Budget, CpuPools, CpuUsage, QuotaDecision, SuppressInput};
+
+/// Default tick of the fast loop.
+pub const DEFAULT_TICK: Duration = Duration::from_millis(50);
+
+/// Tunables of the fast path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastSuppressConfig {
+    /// Time constant with which a past non-BE spike is forgotten.
+    pub non_be_decay: Duration,
+    /// Time constant of the system-usage average.
+    pub system_decay: Duration,
+    /// Least time between two quota increases (decreases are never delayed).
+    pub increase_interval: Duration,
+}
+
+impl Default for FastSuppressConfig {
+    fn default() -> Self {
+        Self {
+            non_be_decay: Duration::from_millis(500),
+            system_decay: Duration::from_secs(2),
+            increase_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One reading of the cumulative counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CounterSample {
+    /// Monotonic time of the reading (any fixed origin).
+    pub at: Duration,
+    /// Node busy CPU time (ns).
+    pub node_busy_ns: u64,
+    /// CPU time of the `kubepods` cgroup (ns).
+    pub kubepods_ns: u64,
+    /// CPU time of the `besteffort` cgroup (ns).
+    pub be_ns: u64,
+}
+
+/// Node CPU figures from the Node object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct NodeCpu {
+    /// Capacity in milli-cores.
+    pub capacity_milli: i64,
+    /// `max(capacity − allocatable, reservation annotation)` in milli-cores.
+    pub reserved_milli: i64,
+}
+
+/// Usage over the last tick and the smoothed values the budget uses (milli-cores).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct FastUsage {
+    /// Node busy over the last tick.
+    pub node_milli: i64,
+    /// BE usage over the last tick.
+    pub be_milli: i64,
+    /// Non-BE pod usage over the last tick.
+    pub non_be_last_milli: i64,
+    /// Non-BE pod usage fed to the budget: `max(last, EWMA)`.
+    pub non_be_milli: i64,
+    /// System usage fed to the budget (EWMA of node − kubepods).
+    pub system_milli: i64,
+}
+
+/// The besteffort cpuset now and what BE may ever have (policy `cpuset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpusetSize {
+    /// CPUs in the besteffort `cpuset.cpus` now.
+    pub current: usize,
+    /// CPUs BE may ever use (all minus LSE, reserved, exclusive SYSTEM).
+    pub available: usize,
+}
+
+/// What the caller should do after a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FastAction {
+    /// Nothing (warming up, value unchanged, change too small, or increase not due yet).
+    Idle,
+    /// Write this besteffort CFS quota.
+    SetQuota {
+        /// The decision core's verdict.
+        decision: QuotaDecision,
+        /// The quota to write (µs per 100 ms).
+        quota_us: i64,
+        /// The budget with its inputs.
+        budget: Budget,
+        /// The usage figures behind it.
+        usage: FastUsage,
+    },
+    /// Policy `cpuset`: BE needs this many CPUs and has a different count; the caller runs the
+    /// full [`cpu_suppress::decide`] (topology-aware selection, safe write order).
+    ResizeCpuset {
+        /// CPUs the budget asks for.
+        wanted_cpus: usize,
+        /// The budget with its inputs.
+        budget: Budget,
+        /// The usage figures behind it.
+        usage: FastUsage,
+    },
+    /// Suppress is off (gate, NodeSLO, no NodeSLO): give BE back an unlimited quota and its full
+    /// cpuset, once per transition.
+    Restore,
+}
+
+/// Per-node state of the fast path.
+#[derive(Debug, Clone)]
+pub struct FastSuppress {
+    config: FastSuppressConfig,
+    last: Option<CounterSample>,
+    non_be_ewma: f64,
+    system_ewma: f64,
+    warm: bool,
+    restored: bool,
+    last_increase: Option<Duration>,
+    usage: FastUsage,
+    no_cgroups: BeCgroups,
+    no_cpus: CpuPools,
+}
+
+impl FastSuppress {
+    /// A fresh state (the first tick only takes the baseline).
+    pub fn new(config: FastSuppressConfig) -> Self {
+        Self {
+            config,
+            last: None,
+            non_be_ewma: 0.0,
+            system_ewma: 0.0,
+            warm: false,
+            restored: false,
+            last_increase: None,
+            usage: FastUsage::default(),
+            no_cgroups: BeCgroups::default(),
+            no_cpus: CpuPools::default(),
+        }
+    }
+
+    /// The usage figures of the last tick.
+    pub fn usage(&self) -> FastUsage {
+        self.usage
+    }
+
+    /// Folds one counter reading into the smoothed usage. Returns false when no usage could be
+    /// derived (first reading, clock not advanced, a counter went backwards: cgroup recreated).
+    pub fn observe(&mut self, sample: CounterSample) -> bool {
+        let Some(prev) = self.last.replace(sample) else {
+            return false;
+        };
+        let dt = sample.at.saturating_sub(prev.at);
+        if dt.is_zero()
+            || sample.node_busy_ns < prev.node_busy_ns
+            || sample.kubepods_ns < prev.kubepods_ns
+            || sample.be_ns < prev.be_ns
+        {
+            return false;
+        }
+        let dt_ns = dt.as_nanos() as f64;
+        let milli = |later: u64, earlier: u64| (later - earlier) as f64 * 1000.0 / dt_ns;
+        let node = milli(sample.node_busy_ns, prev.node_busy_ns);
+        let kubepods = milli(sample.kubepods_ns, prev.kubepods_ns);
+        let be = milli(sample.be_ns, prev.be_ns).min(kubepods);
+        let non_be = kubepods - be;
+        let system = (node - kubepods).max(0.0);
+        if self.warm {
+            let alpha = |tau: Duration| 1.0 - (-dt.as_secs_f64() / tau.as_secs_f64().max(1e-3)).exp();
+            self.non_be_ewma += alpha(self.config.non_be_decay) * (non_be - self.non_be_ewma);
+            self.system_ewma += alpha(self.config.system_decay) * (system - self.system_ewma);
+        } else {
+            self.non_be_ewma = non_be;
+            self.system_ewma = system;
+            self.warm = true;
+        }
+        self.usage = FastUsage {
+            node_milli: node.round() as i64,
+            be_milli: be.round() as i64,
+            non_be_last_milli: non_be.round() as i64,
+            non_be_milli: non_be.max(self.non_be_ewma).round() as i64,
+            system_milli: self.system_ewma.round() as i64,
+        };
+        true
+    }
+
+    /// The budget from the current smoothed usage.
+    pub fn budget(&self, strategy: &ResourceThresholdStrategy, node: NodeCpu) -> Budget {
+        let u = self.usage;
+        let pods = [CpuUsage {
+            be: false,
+            usage_milli: u.non_be_milli,
+        }];
+        cpu_suppress::budget(&SuppressInput {
+            strategy,
+            capacity_milli: node.capacity_milli,
+            reserved_milli: node.reserved_milli,
+            // BE is left out of both the node and the pods: `budget` then sees exactly the
+            // smoothed system share as `node − Σ pods`.
+            node_usage_milli: u.non_be_milli.saturating_add(u.system_milli),
+            pods: &pods,
+            host_apps: &[],
+            cgroups: &self.no_cgroups,
+            cpus: &self.no_cpus,
+        })
+    }
+
+    /// One tick: folds `sample` in and decides. `strategy` is `None` when suppress is off (gate
+    /// off, no NodeSLO, `enable` not true). `current_quota_us` is the besteffort quota now
+    /// (`None`: unknown); `cpus` the besteffort cpuset size (policy `cpuset` only).
+    pub fn tick(
+        &mut self,
+        sample: CounterSample,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+        current_quota_us: Option<i64>,
+        cpus: Option<CpusetSize>,
+    ) -> FastAction {
+        let fresh = self.observe(sample);
+        let Some(strategy) = strategy.filter(|s| s.enable == Some(true)) else {
+            self.last_increase = None;
+            if self.restored {
+                return FastAction::Idle;
+            }
+            self.restored = true;
+            return FastAction::Restore;
+        };
+        self.restored = false;
+        if !fresh || node.capacity_milli <= 0 {
+            return FastAction::Idle;
+        }
+        let budget = self.budget(strategy, node);
+        let usage = self.usage;
+        match strategy.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) {
+            CpuSuppressPolicy::CfsQuota => {
+                let decision = cpu_suppress::quota_decision(&budget, current_quota_us);
+                let Some(quota_us) = decision.written_us else {
+                    return FastAction::Idle;
+                };
+                let increase = match current_quota_us {
+                    Some(cur) => cur < 0 || quota_us > cur,
+                    None => false,
+                };
+                if increase {
+                    if let Some(t) = self.last_increase
+                        && sample.at.saturating_sub(t) < self.config.increase_interval
+                    {
+                        return FastAction::Idle;
+                    }
+                    self.last_increase = Some(sample.at);
+                }
+                FastAction::SetQuota {
+                    decision,
+                    quota_us,
+                    budget,
+                    usage,
+                }
+            }
+            CpuSuppressPolicy::Cpuset => {
+                let wanted = usize::try_from(
+                    budget
+                        .budget_milli
+                        .clamp(0, budget.capacity_milli)
+                        .saturating_add(999)
+                        / 1000,
+                )
+                .unwrap_or(0)
+                .max(cpu_suppress::MIN_BE_CPUS);
+                let reachable = cpus.map_or(wanted, |c| wanted.min(c.available.max(1)));
+                match cpus.map(|c| c.current) {
+                    Some(n) if n == reachable => FastAction::Idle,
+                    Some(n) if n < reachable => {
+                        if let Some(t) = self.last_increase
+                            && sample.at.saturating_sub(t) < self.config.increase_interval
+                        {
+                            return FastAction::Idle;
+                        }
+                        self.last_increase = Some(sample.at);
+                        FastAction::ResizeCpuset {
+                            wanted_cpus: wanted,
+                            budget,
+                            usage,
+                        }
+                    }
+                    _ => FastAction::ResizeCpuset {
+                        wanted_cpus: wanted,
+                        budget,
+                        usage,
+                    },
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "fast_suppress_tests.rs"]
+mod tests;

@@ -1,0 +1,390 @@
+//! The live fast loop of CPU suppress: every tick (`--suppress-interval`, 50 ms) it reads three
+//! counters through kept-open file descriptors (`pread` at offset 0 into a fixed buffer: no
+//! open, no allocation per tick), lets [`FastSuppress`] decide, and writes the besteffort CFS
+//! quota through the [`Executor`] only when the decision changes it.
+//!
+//! Counters: node busy time (`/proc/stat` first line, or a cgroup's CPU time standing for the
+//! node), the `kubepods` cgroup's and the `besteffort` cgroup's CPU time (`cpuacct.usage` on
+//! v1, `cpu.stat` `usage_usec` on v2). The current quota is read the same way
+//! (`cpu.cfs_quota_us` / `cpu.max`); in dry-run the last decided value stands for it, so a
+//! dry run logs each change once.
+//!
+//! Policy `cpuset` is not on this fast path (its topology-aware selection needs the pod tree);
+//! the loop says so once and leaves the cpuset alone.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::executor::{CgroupWrite, Executor, ExecutorConfig};
+use crate::features::FeatureGates;
+use crate::qos::cpu_suppress::STRATEGY;
+use crate::qos::fast_suppress::{CounterSample, FastAction, FastSuppress, FastSuppressConfig, NodeCpu};
+use crate::states::Snapshot;
+use crate::system::proc_stat::USER_HZ;
+use crate::system::{
+    CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, ParseError, SystemError,
+};
+use crate::telemetry::Telemetry;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+mod counters;
+mod node_cpu;
+
+use counters::{CounterFile, CounterKind};
+pub use node_cpu::node_cpu;
+
+/// Where the node's busy time comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeCounter {
+    /// `/proc/stat`, first line (upstream's source; 10 ms resolution).
+    ProcStat(PathBuf),
+    /// The CPU time of this cgroup (ns resolution): the root, or a test tree's top.
+    Cgroup(CgroupDir),
+}
+
+/// Settings of the fast loop.
+#[derive(Debug, Clone)]
+pub struct SuppressLoopConfig {
+    /// Time between two ticks.
+    pub interval: Duration,
+    /// Decide and log, write nothing.
+    pub dry_run: bool,
+    /// Smoothing and pacing.
+    pub fast: FastSuppressConfig,
+    /// Node busy-time source.
+    pub node_counter: NodeCounter,
+    /// The `kubepods` cgroup.
+    pub kubepods: CgroupDir,
+    /// The `besteffort` QoS cgroup.
+    pub besteffort: CgroupDir,
+}
+
+/// The loop's Prometheus metrics (`koordlet_` prefix), plus the agent's shared ones.
+#[derive(Debug, Clone)]
+pub struct SuppressMetrics {
+    /// `cpu_suppress_writes{direction}`: besteffort quota changes (`decrease`, `increase`,
+    /// `restore`).
+    pub writes: Family<Vec<(String, String)>, Counter>,
+    /// `be_cpu_suppress_budget_milli`: the BE budget of the last change, −1 when suppress is off.
+    pub budget_milli: Gauge,
+    /// The agent's metrics (`cgroup_writes{strategy="cpu_suppress"}`).
+    pub telemetry: Telemetry,
+}
+
+impl SuppressMetrics {
+    /// Creates and registers the loop's metrics.
+    pub fn register(registry: &mut Registry, telemetry: Telemetry) -> Self {
+        let m = SuppressMetrics {
+            writes: Family::default(),
+            budget_milli: Gauge::default(),
+            telemetry,
+        };
+        registry.register(
+            "cpu_suppress_writes",
+            "Besteffort CPU quota changes made by the fast suppress loop, by direction",
+            m.writes.clone(),
+        );
+        registry.register(
+            "be_cpu_suppress_budget_milli",
+            "BE CPU budget of the last suppress change in milli-cores (-1: suppress off)",
+            m.budget_milli.clone(),
+        );
+        m
+    }
+}
+
+/// What one tick did (for tests and the benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickOutcome {
+    /// Nothing written.
+    Idle,
+    /// The besteffort quota was written (or logged, in dry-run) with this value.
+    Wrote(i64),
+    /// Counters could not be read this tick.
+    ReadFailed,
+}
+
+/// The live loop's state: open counters, the decision state, the executor.
+pub struct SuppressLoop {
+    config: SuppressLoopConfig,
+    fast: FastSuppress,
+    executor: Executor,
+    node: CounterFile,
+    kubepods: CounterFile,
+    be: CounterFile,
+    quota: CounterFile,
+    buf: [u8; 512],
+    origin: Instant,
+    assumed_quota: Option<i64>,
+    metrics: Option<SuppressMetrics>,
+    warned_read: bool,
+    warned_cpuset: bool,
+}
+
+impl SuppressLoop {
+    /// A loop writing through `cgroups`. Files are opened lazily (and reopened after an error:
+    /// the kubepods tree may not exist yet when the agent starts).
+    pub fn new(
+        cgroups: Arc<Cgroups>,
+        config: SuppressLoopConfig,
+        metrics: Option<SuppressMetrics>,
+    ) -> Result<Self, SystemError> {
+        let version = cgroups.version();
+        let usage = |dir: &CgroupDir| -> Result<CounterFile, SystemError> {
+            let path = cgroups.file_path(CgroupResource::CpuUsage, dir)?;
+            let kind = match version {
+                CgroupVersion::V1 => CounterKind::CgroupNs,
+                CgroupVersion::V2 => CounterKind::CpuStatUsec,
+            };
+            Ok(CounterFile::new(path, kind))
+        };
+        let node = match &config.node_counter {
+            NodeCounter::ProcStat(path) => CounterFile::new(path.clone(), CounterKind::ProcStat),
+            NodeCounter::Cgroup(dir) => usage(dir)?,
+        };
+        let kubepods = usage(&config.kubepods)?;
+        let be = usage(&config.besteffort)?;
+        let quota = CounterFile::new(
+            cgroups.file_path(CgroupResource::CpuCfsQuota, &config.besteffort)?,
+            match version {
+                CgroupVersion::V1 => CounterKind::Int,
+                CgroupVersion::V2 => CounterKind::CpuMax,
+            },
+        );
+        let executor = Executor::new(
+            cgroups,
+            ExecutorConfig {
+                dry_run: config.dry_run,
+                ..ExecutorConfig::default()
+            },
+        );
+        Ok(Self {
+            fast: FastSuppress::new(config.fast),
+            config,
+            executor,
+            node,
+            kubepods,
+            be,
+            quota,
+            buf: [0; 512],
+            origin: Instant::now(),
+            assumed_quota: None,
+            metrics,
+            warned_read: false,
+            warned_cpuset: false,
+        })
+    }
+
+    fn sample(&mut self, now: Instant) -> Result<CounterSample, SystemError> {
+        let node = self.node.read(&mut self.buf)?;
+        let node_busy_ns = match self.node.kind() {
+            CounterKind::ProcStat => node.saturating_mul(1_000_000_000 / USER_HZ),
+            _ => node,
+        };
+        Ok(CounterSample {
+            at: now.saturating_duration_since(self.origin),
+            node_busy_ns,
+            kubepods_ns: self.kubepods.read(&mut self.buf)?,
+            be_ns: self.be.read(&mut self.buf)?,
+        })
+    }
+
+    fn current_quota(&mut self) -> Option<i64> {
+        if self.config.dry_run && self.assumed_quota.is_some() {
+            return self.assumed_quota;
+        }
+        self.quota.read_signed(&mut self.buf).ok()
+    }
+
+    /// One tick at `now` with the effective strategy (`None`: suppress off) and node CPU.
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+    ) -> TickOutcome {
+        let sample = match self.sample(now) {
+            Ok(s) => {
+                self.warned_read = false;
+                s
+            }
+            Err(e) => {
+                if !self.warned_read {
+                    warn!(strategy = STRATEGY, error = %e, "fast suppress: cannot read counters; retrying every tick");
+                    self.warned_read = true;
+                }
+                return TickOutcome::ReadFailed;
+            }
+        };
+        let cpuset = strategy.is_some_and(|s| {
+            s.enable == Some(true)
+                && s.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) == CpuSuppressPolicy::Cpuset
+        });
+        if cpuset != self.warned_cpuset {
+            if cpuset {
+                info!(
+                    strategy = STRATEGY,
+                    "fast suppress: policy cpuset is not on the fast path; the besteffort cpuset is left alone"
+                );
+            }
+            self.warned_cpuset = cpuset;
+        }
+        let current = self.current_quota();
+        match self.fast.tick(sample, strategy, node, current, None) {
+            FastAction::SetQuota {
+                decision,
+                quota_us,
+                budget,
+                usage,
+            } => {
+                if let Some(m) = &self.metrics {
+                    m.budget_milli.set(budget.budget_milli);
+                }
+                info!(
+                    strategy = STRATEGY,
+                    policy = "cfsQuota",
+                    action = decision.action,
+                    old_quota_us = current.unwrap_or(0),
+                    new_quota_us = quota_us,
+                    budget_milli = budget.budget_milli,
+                    capacity_milli = budget.capacity_milli,
+                    threshold_percent = budget.threshold_percent,
+                    non_be_milli = usage.non_be_milli,
+                    non_be_last_milli = usage.non_be_last_milli,
+                    system_milli = budget.system_milli,
+                    be_milli = usage.be_milli,
+                    node_milli = usage.node_milli,
+                    dry_run = self.config.dry_run,
+                    "cpu suppress: besteffort quota"
+                );
+                let direction = if current.is_some_and(|c| c >= 0 && quota_us > c) {
+                    "increase"
+                } else {
+                    "decrease"
+                };
+                self.write_quota(now, quota_us, direction)
+            }
+            FastAction::Restore => {
+                info!(
+                    strategy = STRATEGY,
+                    dry_run = self.config.dry_run,
+                    "cpu suppress off: besteffort quota back to unlimited"
+                );
+                if let Some(m) = &self.metrics {
+                    m.budget_milli.set(-1);
+                }
+                self.write_quota(now, -1, "restore")
+            }
+            FastAction::ResizeCpuset { .. } | FastAction::Idle => TickOutcome::Idle,
+        }
+    }
+
+    fn write_quota(&mut self, now: Instant, quota_us: i64, direction: &str) -> TickOutcome {
+        let write = CgroupWrite {
+            cgroup: self.config.besteffort.clone(),
+            resource: CgroupResource::CpuCfsQuota,
+            value: CgroupValue::Int(quota_us),
+            strategy: STRATEGY.to_owned(),
+        };
+        let report = self.executor.apply(vec![write], now);
+        for f in &report.errors {
+            warn!(strategy = STRATEGY, error = %f.error, "besteffort quota write failed");
+        }
+        if let Some(m) = &self.metrics {
+            m.telemetry.record_apply(STRATEGY, &report);
+            if !report.changes.is_empty() {
+                m.writes
+                    .get_or_create(&vec![("direction".to_string(), direction.to_string())])
+                    .inc();
+            }
+        }
+        if report.errors.is_empty() {
+            self.assumed_quota = Some(quota_us);
+            TickOutcome::Wrote(quota_us)
+        } else {
+            TickOutcome::Idle
+        }
+    }
+
+    /// Runs the loop every `config.interval` until the task is dropped. The strategy is the
+    /// snapshot's NodeSLO `resourceUsedThresholdWithBE`; until a NodeSLO has been seen nothing
+    /// is written (the counters are still sampled). With the `BECPUSuppress` gate off the loop
+    /// does not run at all (it never touches a file it does not own).
+    pub async fn run(mut self, mut snapshots: watch::Receiver<Snapshot>, gates: FeatureGates) {
+        let mut ticker = tokio::time::interval(self.config.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        if !gates.enabled("BECPUSuppress") {
+            info!(
+                strategy = STRATEGY,
+                "feature gate BECPUSuppress is off: fast suppress loop not running"
+            );
+            return;
+        }
+        let mut inputs = Inputs::from_snapshot(&snapshots.borrow_and_update());
+        loop {
+            ticker.tick().await;
+            if snapshots.has_changed().unwrap_or(false) {
+                inputs = Inputs::from_snapshot(&snapshots.borrow_and_update());
+            }
+            let now = Instant::now();
+            if !inputs.slo_seen {
+                let _ = self.sample(now).map(|s| self.fast.observe(s));
+                continue;
+            }
+            self.tick(now, inputs.strategy.as_ref(), inputs.node);
+        }
+    }
+}
+
+/// What the loop takes from the snapshot (recomputed only when the snapshot changes).
+struct Inputs {
+    slo_seen: bool,
+    strategy: Option<ResourceThresholdStrategy>,
+    node: NodeCpu,
+}
+
+impl Inputs {
+    fn from_snapshot(s: &Snapshot) -> Self {
+        let strategy = s
+            .node_slo
+            .as_ref()
+            .and_then(|slo| slo.resource_used_threshold_with_be.clone());
+        Inputs {
+            slo_seen: s.node_slo.is_some(),
+            strategy,
+            node: s.node.as_deref().map(node_cpu).unwrap_or_default(),
+        }
+    }
+}
+
+fn parse_error(path: &std::path::Path, what: &'static str, detail: &str) -> SystemError {
+    SystemError::parse(path.to_path_buf(), ParseError::new(what, detail.to_owned()))
+}
+
+/// The agent's loop settings from its flags: `/proc/stat` for the node, the kubelet's
+/// `kubepods` and besteffort cgroups for the driver in use.
+pub fn spawn_config(
+    args: &crate::cli::AgentArgs,
+    roots: &crate::system::SystemRoots,
+    paths: &crate::system::KubeCgroupPaths,
+) -> Result<SuppressLoopConfig, SystemError> {
+    Ok(SuppressLoopConfig {
+        interval: args.suppress_interval,
+        dry_run: args.dry_run,
+        fast: FastSuppressConfig::default(),
+        node_counter: NodeCounter::ProcStat(roots.proc_file("stat")),
+        kubepods: paths.kubepods_dir(),
+        besteffort: paths.qos_dir(crate::system::KubeQosClass::BestEffort),
+    })
+}
+
+#[cfg(test)]
+mod tests;
