@@ -315,3 +315,36 @@ fn numeric_quantities_in_custom_resources_parse() {
         }
     );
 }
+
+#[test]
+fn node_slo_uses_upstream_json_names_for_cpu_evict_fields() {
+    // Upstream's json tags spell the acronym in capitals: `cpuEvictBESatisfaction...`. A NodeSLO
+    // written by upstream tooling must keep these settings (and the CRD must not prune them).
+    let slo: NodeSLO = serde_json::from_value(serde_json::json!({
+        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
+        "metadata": {"name": "n1"},
+        "spec": {"resourceUsedThresholdWithBE": {
+            "cpuEvictBESatisfactionLowerPercent": 60,
+            "cpuEvictBESatisfactionUpperPercent": 80,
+            "cpuEvictBEUsageThresholdPercent": 90}}
+    }))
+    .unwrap();
+    let t = slo.spec.resource_used_threshold_with_be.clone().unwrap();
+    assert_eq!(
+        (
+            t.cpu_evict_be_satisfaction_lower_percent,
+            t.cpu_evict_be_satisfaction_upper_percent,
+            t.cpu_evict_be_usage_threshold_percent
+        ),
+        (Some(60), Some(80), Some(90))
+    );
+    let text = serde_json::to_string(&slo).unwrap();
+    for name in [
+        "cpuEvictBESatisfactionLowerPercent",
+        "cpuEvictBESatisfactionUpperPercent",
+        "cpuEvictBEUsageThresholdPercent",
+    ] {
+        assert!(text.contains(name), "{name} missing in {text}");
+    }
+    assert_round_trips(&slo);
+}

@@ -396,9 +396,8 @@ async fn suppressed_busy_be_pod_is_evicted_by_satisfaction() {
     std::fs::write(env.cpu_file("kubepods/besteffort", "cpu.cfs_quota_us"), "50000").unwrap();
     env.node_slo(json!({"resourceUsedThresholdWithBE": {
         "enable": true, "cpuSuppressPolicy": "cfsQuota",
-        // api field names (upstream spells them cpuEvictBE...).
-        "cpuEvictBeSatisfactionLowerPercent": 60, "cpuEvictBeSatisfactionUpperPercent": 80,
-        "cpuEvictBeUsageThresholdPercent": 90, "cpuEvictTimeWindowSeconds": 3}}))
+        "cpuEvictBESatisfactionLowerPercent": 60, "cpuEvictBESatisfactionUpperPercent": 80,
+        "cpuEvictBEUsageThresholdPercent": 90, "cpuEvictTimeWindowSeconds": 3}}))
         .await;
     // Upstream's rule: no satisfaction eviction before one cool-down (20 s) after start.
     wait_for("be-busy evicted", Duration::from_secs(90), async || {
