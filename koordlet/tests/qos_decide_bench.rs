@@ -2,6 +2,7 @@
 //! react within 200 ms) has to fit in. Ignored by default; run with
 //! `cargo test -p koordlet --release --test qos_decide_bench -- --ignored --nocapture`.
 //! Prints figures, asserts nothing about time.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -198,6 +199,106 @@ fn decision_time_by_pod_count() {
                 now_seconds: 100.0,
                 last_eviction_seconds: None,
                 cool_down_seconds: 4.0,
+            })
+        });
+    }
+}
+
+/// One whole engine round (every strategy, gates on) over N pods with 3 containers each: the
+/// CPU the live QoS round spends deciding, on top of its cgroup reads.
+#[test]
+#[ignore = "benchmark: prints figures"]
+fn engine_round_by_pod_count() {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use koordlet::features::FeatureGates;
+    use koordlet::qos::engine::{
+        self, CgroupFacts, EngineInput, EngineOptions, EngineState, NodeFacts, PodUsage, UsageFacts,
+    };
+    use koordlet::states::PodMeta;
+    use koordlet::system::{CgroupDriver, KubeCgroupPaths};
+
+    let slo: koord_api::NodeSLOSpec = serde_json::from_value(serde_json::json!({
+        "resourceUsedThresholdWithBE": {"enable": true, "cpuSuppressPolicy": "cpuset",
+            "memoryEvictThresholdPercent": 70, "cpuEvictBeSatisfactionLowerPercent": 60,
+            "cpuEvictBeSatisfactionUpperPercent": 80},
+        "cpuBurstStrategy": {"policy": "auto", "podStrategies": [
+            {"podSelector": {"matchLabels": {"app": "a0"}}, "cpuBurstConfig": {"policy": "cpuBurstOnly"}}]}
+    }))
+    .unwrap();
+    let gates = FeatureGates::parse("BECPUEvict=true,BEMemoryEvict=true").unwrap();
+    let paths = KubeCgroupPaths::new(CgroupDriver::Cgroupfs);
+    let node = NodeFacts {
+        cpu_capacity_milli: 96_000,
+        cpu_allocatable_milli: 94_000,
+        memory_capacity_bytes: 384 << 30,
+        ..NodeFacts::default()
+    };
+    for n in [50usize, 110, 250, 500] {
+        let pods: Vec<PodMeta> = (0..n)
+            .map(|i| {
+                let qos = if i % 2 == 0 { "BE" } else { "LS" };
+                let containers: Vec<_> = (0..3)
+                    .map(|c| serde_json::json!({"name": format!("c{c}"), "resources": {
+                        "limits": {"cpu": "1", "kubernetes.io/batch-cpu": "1000"},
+                        "requests": {"cpu": "500m", "kubernetes.io/batch-cpu": "1000"}}}))
+                    .collect();
+                let statuses: Vec<_> = (0..3)
+                    .map(|c| serde_json::json!({"name": format!("c{c}"), "image": "", "imageID": "",
+                        "ready": true, "restartCount": 0,
+                        "containerID": format!("containerd://{:064x}", i * 3 + c)}))
+                    .collect();
+                let pod = serde_json::json!({
+                    "metadata": {"name": format!("p{i}"), "namespace": "ns", "uid": format!("{i:08}-0000-0000-0000-000000000000"),
+                                 "labels": {"koordinator.sh/qosClass": qos, "app": format!("a{}", i % 5)}},
+                    "spec": {"priority": (i % 3) as i32 * 1000, "containers": containers},
+                    "status": {"phase": "Running", "containerStatuses": statuses}});
+                PodMeta::new(Arc::new(serde_json::from_value(pod).unwrap())).unwrap()
+            })
+            .collect();
+        let mut usage = UsageFacts {
+            node_cpu_milli: Some(60_000.0),
+            node_memory_bytes: Some(300 << 30),
+            ..UsageFacts::default()
+        };
+        for p in &pods {
+            usage.pods.insert(
+                p.uid.as_str().to_owned(),
+                PodUsage {
+                    cpu_milli: Some(300.0),
+                    memory_bytes: Some(1 << 30),
+                },
+            );
+        }
+        let reads = engine::cgroup_reads(
+            &pods,
+            &paths,
+            engine::ReadScope::all(slo.cpu_burst_strategy.as_ref()),
+        );
+        let mut cgroups = CgroupFacts::default();
+        for (dir, file) in &reads {
+            if *file == "cpuset.cpus" {
+                cgroups.cpusets.insert(dir.clone(), CpuList::from_cpus(0..96));
+            } else {
+                cgroups.ints.insert((dir.clone(), *file), 100_000);
+            }
+        }
+        let (in_flight, state) = (BTreeSet::new(), EngineState::default());
+        time("engine round", n, || {
+            engine::run(&EngineInput {
+                node: &node,
+                pods: &pods,
+                paths: &paths,
+                node_slo: Some(&slo),
+                gates: &gates,
+                usage: &usage,
+                cgroups: &cgroups,
+                topology: &[],
+                in_flight: &in_flight,
+                state: &state,
+                now_seconds: 100.0,
+                options: EngineOptions::default(),
             })
         });
     }
