@@ -73,7 +73,7 @@ pub struct SuppressMetrics {
     /// `cpu_suppress_writes{direction}`: besteffort quota changes (`decrease`, `increase`,
     /// `restore`).
     pub writes: Family<Vec<(String, String)>, Counter>,
-    /// `be_cpu_suppress_budget_milli`: the BE budget of the last change, −1 when suppress is off.
+    /// `be_cpu_suppress_budget_milli`: the BE budget of the last tick, −1 when suppress is off.
     pub budget_milli: Gauge,
     /// The agent's metrics (`cgroup_writes{strategy="cpu_suppress"}`).
     pub telemetry: Telemetry,
@@ -94,7 +94,7 @@ impl SuppressMetrics {
         );
         registry.register(
             "be_cpu_suppress_budget_milli",
-            "BE CPU budget of the last suppress change in milli-cores (-1: suppress off)",
+            "BE CPU budget of the fast suppress loop's last tick in milli-cores (-1: suppress off)",
             m.budget_milli.clone(),
         );
         m
@@ -238,16 +238,17 @@ impl SuppressLoop {
             self.warned_cpuset = cpuset;
         }
         let current = self.current_quota();
-        match self.fast.tick(sample, strategy, node, current, None) {
+        let action = self.fast.tick(sample, strategy, node, current, None);
+        if let Some(m) = &self.metrics {
+            m.budget_milli.set(self.fast.budget_milli().unwrap_or(-1));
+        }
+        match action {
             FastAction::SetQuota {
                 decision,
                 quota_us,
                 budget,
                 usage,
             } => {
-                if let Some(m) = &self.metrics {
-                    m.budget_milli.set(budget.budget_milli);
-                }
                 info!(
                     strategy = STRATEGY,
                     policy = "cfsQuota",
@@ -278,9 +279,6 @@ impl SuppressLoop {
                     dry_run = self.config.dry_run,
                     "cpu suppress off: besteffort quota back to unlimited"
                 );
-                if let Some(m) = &self.metrics {
-                    m.budget_milli.set(-1);
-                }
                 self.write_quota(now, -1, "restore")
             }
             FastAction::ResizeCpuset { .. } | FastAction::Idle => TickOutcome::Idle,

@@ -141,6 +141,7 @@ pub struct FastSuppress {
     restored: bool,
     last_increase: Option<Duration>,
     usage: FastUsage,
+    last_budget: Option<i64>,
     no_cgroups: BeCgroups,
     no_cpus: CpuPools,
 }
@@ -157,6 +158,7 @@ impl FastSuppress {
             restored: false,
             last_increase: None,
             usage: FastUsage::default(),
+            last_budget: None,
             no_cgroups: BeCgroups::default(),
             no_cpus: CpuPools::default(),
         }
@@ -165,6 +167,12 @@ impl FastSuppress {
     /// The usage figures of the last tick.
     pub fn usage(&self) -> FastUsage {
         self.usage
+    }
+
+    /// The BE budget (milli-cores) computed on the last tick; `None` while suppress is off or
+    /// before the first usage (exported as a gauge every tick).
+    pub fn budget_milli(&self) -> Option<i64> {
+        self.last_budget
     }
 
     /// Folds one counter reading into the smoothed usage. Returns false when no usage could be
@@ -242,6 +250,7 @@ impl FastSuppress {
         let fresh = self.observe(sample);
         let Some(strategy) = strategy.filter(|s| s.enable == Some(true)) else {
             self.last_increase = None;
+            self.last_budget = None;
             if self.restored {
                 return FastAction::Idle;
             }
@@ -253,6 +262,7 @@ impl FastSuppress {
             return FastAction::Idle;
         }
         let budget = self.budget(strategy, node);
+        self.last_budget = Some(budget.budget_milli);
         let usage = self.usage;
         match strategy.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) {
             CpuSuppressPolicy::CfsQuota => {

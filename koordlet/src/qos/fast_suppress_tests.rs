@@ -75,6 +75,7 @@ fn a_spike_lowers_the_quota_on_the_next_tick() {
         panic!("no write: {a:?}")
     };
     assert_eq!(quota_us, 40_000);
+    assert_eq!(f.budget_milli(), Some(400));
     assert_eq!(decision.action, "write");
     assert_eq!(budget.pod_non_be_milli, 2000);
     assert_eq!(usage.non_be_last_milli, 2000);

@@ -66,6 +66,10 @@ impl Fake {
     }
 
     fn fast_loop(&self, dry_run: bool) -> SuppressLoop {
+        self.fast_loop_with(dry_run, None)
+    }
+
+    fn fast_loop_with(&self, dry_run: bool, metrics: Option<SuppressMetrics>) -> SuppressLoop {
         let layout = match self.version {
             CgroupVersion::V1 => CgroupLayout::v1(),
             CgroupVersion::V2 => CgroupLayout::v2(),
@@ -82,7 +86,7 @@ impl Fake {
                 kubepods: dir("kubepods"),
                 besteffort: dir("kubepods/besteffort"),
             },
-            None,
+            metrics,
         )
         .unwrap()
     }
@@ -105,7 +109,10 @@ const NODE: NodeCpu = NodeCpu {
 #[test]
 fn v2_counters_and_cpu_max_write() {
     let f = Fake::new(CgroupVersion::V2);
-    let mut l = f.fast_loop(false);
+    let mut registry = Registry::default();
+    let telemetry = Telemetry::register(&mut registry);
+    let metrics = SuppressMetrics::register(&mut registry, telemetry);
+    let mut l = f.fast_loop_with(false, Some(metrics.clone()));
     let s = strategy();
     let t0 = Instant::now();
     assert_eq!(l.tick(t0, Some(&s), NODE), TickOutcome::Idle);
@@ -114,12 +121,19 @@ fn v2_counters_and_cpu_max_write() {
     let out = l.tick(t0 + Duration::from_millis(100), Some(&s), NODE);
     assert_eq!(out, TickOutcome::Wrote(60_000));
     assert_eq!(f.quota_text().trim(), "60000 100000");
+    assert_eq!(metrics.budget_milli.get(), 600);
+    let decreases = metrics
+        .writes
+        .get_or_create(&vec![("direction".to_string(), "decrease".to_string())])
+        .get();
+    assert_eq!(decreases, 1);
     // Off: unlimited again, once.
     assert_eq!(
         l.tick(t0 + Duration::from_millis(150), None, NODE),
         TickOutcome::Wrote(-1)
     );
     assert_eq!(f.quota_text().trim(), "max 100000");
+    assert_eq!(metrics.budget_milli.get(), -1);
     assert_eq!(
         l.tick(t0 + Duration::from_millis(200), None, NODE),
         TickOutcome::Idle
