@@ -220,9 +220,14 @@ pub async fn run(
     if args.controllers.contains(&ControllerName::Noderesource) {
         // Pods and NodeMetrics are kept only as the few numbers the formula reads.
         let pod_events = watcher(Api::<Pod>::all(client.clone()), wc.clone()).default_backoff();
-        background.push(tokio::spawn(
-            pods.follow(pod_events).for_each(|_| futures::future::ready(())),
-        ));
+        let indexed = (pods.clone(), ctx.metrics.clone());
+        background.push(tokio::spawn(pods.follow(pod_events).for_each(move |_| {
+            let (pods, metrics) = &indexed;
+            metrics
+                .pods_indexed
+                .set(i64::try_from(pods.len()).unwrap_or(i64::MAX));
+            futures::future::ready(())
+        })));
         let metric_events = watcher(Api::<NodeMetric>::all(client.clone()), wc.clone()).default_backoff();
         background.push(tokio::spawn(
             usage
