@@ -313,8 +313,10 @@ async fn main() {
         .unwrap();
     for (name, value) in [("koord-prod", 9000), ("koord-batch", 5000)] {
         cluster
-            .apply_object(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                "metadata": {"name": name}, "value": value}))
+            .apply_object(
+                json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value}),
+            )
             .await
             .unwrap();
     }
