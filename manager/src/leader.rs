@@ -1,8 +1,10 @@
 //! Leader election: every replica watches and computes; only the Lease holder writes.
 
+use std::time::Duration;
+
 use futures::{Stream, stream};
 use kube::Client;
-use kube_lease_manager::LeaseManagerBuilder;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
 
 /// Whether this replica may write; cheap to clone.
@@ -57,6 +59,81 @@ pub struct LeaderError {
     source: kube_lease_manager::LeaseManagerError,
 }
 
+/// Where and as whom to compete.
+#[derive(Clone)]
+struct Candidate {
+    client: Client,
+    namespace: String,
+    name: String,
+    identity: String,
+    duration_seconds: u64,
+}
+
+impl Candidate {
+    async fn manager(&self) -> Result<LeaseManager, LeaderError> {
+        LeaseManagerBuilder::new(self.client.clone(), &self.name)
+            .with_namespace(&self.namespace)
+            .with_identity(&self.identity)
+            .with_duration(self.duration_seconds)
+            .with_grace(self.duration_seconds.div_ceil(6).max(1))
+            .build()
+            .await
+            .map_err(|source| LeaderError {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                source,
+            })
+    }
+}
+
+/// Longest wait between two attempts to reach the Lease after an error.
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+/// Competes until every [`Leadership`] handle is gone, then releases the Lease.
+///
+/// kube-lease-manager keeps reporting the last state while the API server is unreachable, so a
+/// leader cut off from it would believe it still leads after another replica took over. Here
+/// any error steps down at once (the holder renews a grace period before expiry, so it stops
+/// writing before anyone else may start); a fresh manager then re-reads the Lease from
+/// scratch and reports leadership again only if this replica still holds it.
+async fn campaign(candidate: Candidate, mut manager: LeaseManager, state: watch::Sender<bool>) {
+    let mut retry = Duration::from_secs(1);
+    loop {
+        tokio::select! {
+            biased;
+            () = state.closed() => break,
+            result = manager.changed() => match result {
+                Ok(leader) => {
+                    retry = Duration::from_secs(1);
+                    state.send_replace(leader);
+                }
+                Err(error) => {
+                    if state.send_replace(false) {
+                        tracing::warn!(%error, "cannot confirm the Lease: stepped down, no more writes until it is confirmed");
+                    } else {
+                        tracing::warn!(%error, "leader election error; retrying");
+                    }
+                    tokio::select! {
+                        () = state.closed() => break,
+                        () = tokio::time::sleep(retry) => {}
+                    }
+                    retry = (retry * 2).min(MAX_RETRY);
+                    match candidate.manager().await {
+                        Ok(fresh) => manager = fresh,
+                        Err(error) => tracing::warn!(%error, "leader election: cannot reach the Lease"),
+                    }
+                }
+            },
+        }
+    }
+    // Every Leadership handle is gone: the manager is stopping. Hand the Lease over now
+    // instead of letting the others wait for it to expire.
+    match manager.release().await {
+        Ok(()) => tracing::info!("leader election stopped; Lease released"),
+        Err(error) => tracing::warn!(%error, "could not release the Lease"),
+    }
+}
+
 /// Starts competing for Lease `name` in `namespace`; the task runs until the process ends.
 pub async fn elect(
     client: Client,
@@ -65,32 +142,15 @@ pub async fn elect(
     identity: &str,
     duration_seconds: u64,
 ) -> Result<Leadership, LeaderError> {
-    let manager = LeaseManagerBuilder::new(client, name)
-        .with_namespace(namespace)
-        .with_identity(identity)
-        .with_duration(duration_seconds)
-        .with_grace(duration_seconds.div_ceil(6).max(1))
-        .build()
-        .await
-        .map_err(|source| LeaderError {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            source,
-        })?;
-    let (state, task) = manager.watch().await;
-    tokio::spawn(async move {
-        match task.await {
-            Ok(Ok(manager)) => {
-                // Every Leadership handle is gone: the manager is stopping. Hand the Lease over
-                // now instead of letting the others wait for it to expire.
-                match manager.release().await {
-                    Ok(()) => tracing::info!("leader election stopped; Lease released"),
-                    Err(error) => tracing::warn!(%error, "could not release the Lease"),
-                }
-            }
-            Ok(Err(error)) => tracing::error!(%error, "leader election failed; this replica stops writing"),
-            Err(error) => tracing::error!(%error, "leader election task panicked"),
-        }
-    });
+    let candidate = Candidate {
+        client,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        identity: identity.to_owned(),
+        duration_seconds,
+    };
+    let manager = candidate.manager().await?;
+    let (sender, state) = watch::channel(false);
+    tokio::spawn(campaign(candidate, manager, sender));
     Ok(Leadership::from_channel(state))
 }

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub config_key_invalid: Family<KeyLabels, Gauge>,
     /// Node status writes of batch resources.
     pub batch_writes: Counter,
+    /// Pods held in the noderesource pod index (shows when the initial list is in).
+    pub pods_indexed: Gauge,
 }
 
 fn duration_histogram() -> Histogram {
@@ -72,6 +74,7 @@ impl Metrics {
             batch_allocatable: Family::default(),
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
+            pods_indexed: Gauge::default(),
         };
         let registry = registry.sub_registry_with_prefix("koord_manager");
         registry.register(
@@ -103,6 +106,11 @@ impl Metrics {
             "batch_writes",
             "Node status writes of batch resources",
             metrics.batch_writes.clone(),
+        );
+        registry.register(
+            "pods_indexed",
+            "Pods held in the noderesource pod index",
+            metrics.pods_indexed.clone(),
         );
         metrics
     }

@@ -4,7 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::{collections::BTreeMap, future::Future, net::SocketAddr, time::Duration};
+use std::{
+    collections::BTreeMap,
+    future::Future,
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use koord_api::{NodeMetric, NodeSLO};
@@ -286,36 +295,212 @@ async fn broken_key_after_restart_resets_nothing() {
     assert_eq!(threshold.memory_evict_threshold_percent, Some(70));
 }
 
+/// What one replica sent to the API server, as seen through its own client.
+#[derive(Default)]
+struct Traffic {
+    /// `METHOD path` of every request that changes something, except the Lease.
+    writes: Mutex<Vec<String>>,
+    /// Requests of any kind (proves the replica is running and watching).
+    requests: std::sync::atomic::AtomicUsize,
+    /// When set, every request fails as if the network were cut.
+    cut: AtomicBool,
+}
+
+impl Traffic {
+    fn writes(&self) -> Vec<String> {
+        self.writes.lock().unwrap().clone()
+    }
+}
+
+/// A client that records `traffic` and goes through `base` (the test cluster's client).
+fn recording_client(base: &Client) -> (Client, Arc<Traffic>) {
+    let traffic = Arc::new(Traffic::default());
+    let recorded = traffic.clone();
+    let base = base.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let base = base.clone();
+        let traffic = recorded.clone();
+        async move {
+            if traffic.cut.load(Ordering::SeqCst) {
+                return Err(kube::Error::Service("network cut by the test".into()));
+            }
+            traffic.requests.fetch_add(1, Ordering::SeqCst);
+            let path = request.uri().path().to_owned();
+            let read = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
+            if !read && !path.contains("/leases") {
+                traffic
+                    .writes
+                    .lock()
+                    .unwrap()
+                    .push(format!("{} {path}", request.method()));
+            }
+            base.send(request).await
+        }
+    });
+    (Client::new(service, NS), traffic)
+}
+
+async fn lease_holder(client: &Client) -> Option<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), NS);
+    leases
+        .get_opt("koordinator-manager")
+        .await
+        .unwrap()
+        .and_then(|l| l.spec?.holder_identity)
+}
+
+async fn report_usage(client: &Client, node: &str, system_cpu: &str) {
+    let report = json!({"status": {"updateTime": jiff::Timestamp::now().to_string(),
+        "nodeMetric": {"systemUsage": {"resources": {"cpu": system_cpu, "memory": "12G"}}}}});
+    Api::<NodeMetric>::all(client.clone())
+        .patch_status(node, &PatchParams::default(), &Patch::Merge(report))
+        .await
+        .unwrap();
+}
+
+async fn suppress_percent(client: &Client, node: &str) -> Option<i64> {
+    node_slo(client, node)
+        .await?
+        .spec
+        .resource_used_threshold_with_be?
+        .cpu_suppress_threshold_percent
+}
+
+/// Drives every controller of the leader: a new node (nodeslo, nodemetric), a config change
+/// (nodeslo update) and a NodeMetric report (noderesource). Returns once the leader did all.
+/// `batch` must differ from the last value by more than `resourceDiffThreshold` (10 %).
+async fn drive_every_controller(client: &Client, node: &str, suppress: i64, system_cpu: &str, batch: &str) {
+    add_node(client, node).await;
+    let threshold =
+        format!(r#"{{"clusterStrategy": {{"enable": true, "cpuSuppressThresholdPercent": {suppress}}}}}"#);
+    config_map(
+        client,
+        &[
+            ("colocation-config", r#"{"enable": true}"#),
+            ("resource-threshold-config", &threshold),
+        ],
+    )
+    .await;
+    eventually("NodeMetric of the new node", || async {
+        Api::<NodeMetric>::all(client.clone())
+            .get_opt(node)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    for name in ["n1", node] {
+        eventually("NodeSLO follows the config", || async {
+            suppress_percent(client, name).await == Some(suppress)
+        })
+        .await;
+    }
+    report_usage(client, "n1", system_cpu).await;
+    eventually("batch-cpu on n1", || async {
+        batch_cpu(client, "n1").await.as_deref() == Some(batch)
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn only_the_leader_writes_and_the_other_takes_over() {
+    const LEASE_SECONDS: u64 = 3;
     let (_cluster, client) = cluster().await;
     config_map(&client, &SEED_001).await;
     add_node(&client, "n1").await;
-    let (stop_first, first) = start(&client, args(true, 3, "first"));
+    let (first_client, first) = recording_client(&client);
+    let (second_client, second) = recording_client(&client);
+    let (stop_first, first_task) = start(&first_client, args(true, LEASE_SECONDS, "first"));
     eventually("NodeSLO written by the first leader", || async {
         node_slo(&client, "n1").await.is_some()
     })
     .await;
-    let (_stop_second, _second) = start(&client, args(true, 3, "second"));
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), NS);
-    let holder = || async {
-        leases
-            .get_opt("koordinator-manager")
-            .await
-            .unwrap()
-            .and_then(|l| l.spec?.holder_identity)
-    };
-    assert_eq!(holder().await.as_deref(), Some("first"));
+    assert_eq!(lease_holder(&client).await.as_deref(), Some("first"));
+    let (_stop_second, _second_task) = start(&second_client, args(true, LEASE_SECONDS, "second"));
 
+    // While the first leads, the second watches everything and writes nothing.
+    let first_writes = first.writes().len();
+    // Defaults: reclaim 60 % → 100 − 40 − 7 = 53 cores.
+    drive_every_controller(&client, "n2", 55, "7", "53000").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        second.requests.load(Ordering::SeqCst) > 0,
+        "the second replica runs and watches"
+    );
+    assert_eq!(second.writes(), Vec::<String>::new(), "the non-leader wrote");
+    let led = first.writes();
+    assert!(led.len() > first_writes, "the leader wrote the changes");
+    for kind in ["/nodeslos", "/nodemetrics", "/nodes/n1/status", "/events"] {
+        assert!(
+            led.iter().any(|w| w.contains(kind)),
+            "the leader wrote no {kind}: {led:?}"
+        );
+    }
+    assert_eq!(lease_holder(&client).await.as_deref(), Some("first"));
+
+    // The first stops (and hands the Lease over): the second takes over within the lease time.
+    let stopped = Instant::now();
     drop(stop_first);
-    first.await.unwrap();
+    first_task.await.unwrap();
     eventually("the second replica holds the Lease", || async {
-        holder().await.as_deref() == Some("second")
+        lease_holder(&client).await.as_deref() == Some("second")
     })
     .await;
-    add_node(&client, "n2").await;
-    eventually("NodeSLO written by the new leader", || async {
-        node_slo(&client, "n2").await.is_some()
+    let took = stopped.elapsed();
+    assert!(
+        took <= Duration::from_secs(LEASE_SECONDS + 2),
+        "hand-over took {took:?}"
+    );
+    let first_final = first.writes().len();
+    drive_every_controller(&client, "n3", 60, "20", "40000").await;
+    assert!(!second.writes().is_empty(), "the new leader writes");
+    assert_eq!(
+        first.writes().len(),
+        first_final,
+        "a stopped replica writes nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_is_replaced_within_the_lease_time() {
+    const LEASE_SECONDS: u64 = 3;
+    let (_cluster, client) = cluster().await;
+    config_map(&client, &SEED_001).await;
+    add_node(&client, "n1").await;
+    let (first_client, first) = recording_client(&client);
+    let (second_client, second) = recording_client(&client);
+    let (_stop_first, _first_task) = start(&first_client, args(true, LEASE_SECONDS, "first"));
+    eventually("the first replica leads", || async {
+        lease_holder(&client).await.as_deref() == Some("first")
     })
     .await;
+    let (_stop_second, _second_task) = start(&second_client, args(true, LEASE_SECONDS, "second"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // No release, no renewal: the second waits out the lease, then takes over.
+    let cut = Instant::now();
+    first.cut.store(true, Ordering::SeqCst);
+    eventually("the second replica holds the Lease", || async {
+        lease_holder(&client).await.as_deref() == Some("second")
+    })
+    .await;
+    let took = cut.elapsed();
+    // Up to one lease duration since the last renewal, plus the release back-off (≤ 1 s).
+    assert!(
+        took <= Duration::from_secs(2 * LEASE_SECONDS + 1),
+        "take-over took {took:?}"
+    );
+    drive_every_controller(&client, "n2", 55, "7", "53000").await;
+    assert!(!second.writes().is_empty(), "the new leader writes");
+
+    // The old leader, reconnected, has stepped down: it writes nothing more.
+    let before = first.writes().len();
+    first.cut.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drive_every_controller(&client, "n3", 60, "20", "40000").await;
+    assert_eq!(
+        first.writes().len(),
+        before,
+        "the old leader wrote after reconnecting"
+    );
 }

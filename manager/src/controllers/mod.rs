@@ -7,6 +7,7 @@
 
 pub mod cleanup;
 pub mod config_watch;
+pub mod node_child;
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
