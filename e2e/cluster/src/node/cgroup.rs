@@ -286,6 +286,25 @@ impl NodeCgroups {
         Ok(())
     }
 
+    /// True when the tree is the unified (v2) hierarchy, whose files differ from v1's.
+    pub fn is_v2(&self) -> bool {
+        matches!(self.tree.mode(), CgroupMode::V2 { .. })
+    }
+
+    /// Writes the kubelet's limits for `relative` (see [`super::limits`]), in order; stops at the
+    /// first file the kernel refuses.
+    pub fn write_limits(
+        &self,
+        relative: &str,
+        limits: &super::limits::CgroupLimits,
+    ) -> Result<(), CgroupError> {
+        for write in super::limits::writes(limits, self.is_v2()) {
+            let path = self.dir(write.controller, relative)?.join(write.file);
+            fs::write(&path, &write.value).map_err(io_err("write", &path))?;
+        }
+        Ok(())
+    }
+
     /// Moves `pid` into `relative` in every controller.
     pub fn add_process(&self, relative: &str, pid: u32) -> Result<(), CgroupError> {
         let fake = matches!(self.tree.mode(), CgroupMode::Fake { .. });

@@ -23,7 +23,7 @@ use super::objects::{
 };
 use super::plan::{node_room, pending, plan_node, schedule};
 use super::pods_endpoint::{PodsView, serve};
-use super::runtime::{RunningPod, start_pod};
+use super::runtime::{RunningPod, start_pod, write_node_level, write_qos_levels};
 
 /// How the fleet behaves; [`FleetConfig::default`] suits tests and the playground.
 #[derive(Debug, Clone)]
@@ -139,6 +139,9 @@ impl SimulatedNodes {
                 return Err(NodeError::DuplicateNode(spec.name));
             }
             let cgroups = tree.node(&spec.name)?;
+            let allocatable = spec.allocatable.as_ref().unwrap_or(&spec.capacity);
+            write_node_level(&cgroups, allocatable)?;
+            write_qos_levels(&cgroups, [])?;
             let view: PodsView = Arc::new(RwLock::new(Vec::new()));
             let (address, _server) = serve(view.clone(), cancel.child_token())
                 .await
@@ -484,6 +487,7 @@ fn apply(
         let Some(node) = st.nodes.get_mut(index) else {
             continue;
         };
+        let changed = !start.is_empty() || !stop.is_empty();
         for uid in stop {
             if let Some((pod, _)) = node.running.remove(&uid) {
                 tracing::info!(pod = %pod.key, node = %node.spec.name, "stopping pod");
@@ -525,6 +529,9 @@ fn apply(
                     node.failed.insert(uid);
                 }
             }
+        }
+        if changed && let Err(err) = write_qos_levels(&node.cgroups, node.running.values().map(|(p, _)| p)) {
+            tracing::warn!(node = %node.spec.name, %err, "QoS-level cgroup limits not written");
         }
         if let Some(fake) = &mut node.fake {
             let sample = node
