@@ -76,6 +76,13 @@ async fn kubelet_cgroup_limits_on_real_cgroups() {
     );
     assert_eq!(read(&cpu.join("kubepods/burstable"), "cpu.shares"), "2");
     assert_eq!(read(&cpu.join("kubepods/besteffort"), "cpu.shares"), "2");
+    // The node and the run directory weigh what kubepods weighs at the root of a real node.
+    assert_eq!(read(&cpu, "cpu.shares"), "4096");
+    let run_cpu = run_dirs
+        .iter()
+        .find(|d| d.starts_with("/sys/fs/cgroup/cpu"))
+        .unwrap();
+    assert_eq!(read(run_cpu, "cpu.shares"), "4096");
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let guaranteed = pod(

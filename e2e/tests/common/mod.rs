@@ -5,18 +5,18 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
 use koord_testcluster::{ClusterOptions, TestCluster};
 
 /// Tests that measure CPU hold this so they never overlap within a test binary (DESIGN.md §4).
-pub static CPU_LOCK: Mutex<()> = Mutex::new(());
+/// A tokio mutex: it is held across awaits, and a failed test does not poison it.
+pub static CPU_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Takes [`CPU_LOCK`], surviving a poisoned lock (a failed test must not fail the next one).
-pub fn cpu_lock() -> std::sync::MutexGuard<'static, ()> {
-    CPU_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+/// Takes [`CPU_LOCK`].
+pub async fn cpu_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    CPU_LOCK.lock().await
 }
 
 /// A unique name with `prefix`.

@@ -134,13 +134,14 @@ impl SimulatedNodes {
         let mut nodes = Vec::new();
         let mut infos = Vec::new();
         let mut seen = BTreeSet::new();
+        let mut run_shares = 0u64;
         for (index, spec) in specs.into_iter().enumerate() {
             if !seen.insert(spec.name.clone()) {
                 return Err(NodeError::DuplicateNode(spec.name));
             }
             let cgroups = tree.node(&spec.name)?;
             let allocatable = spec.allocatable.as_ref().unwrap_or(&spec.capacity);
-            write_node_level(&cgroups, allocatable)?;
+            run_shares += write_node_level(&cgroups, allocatable)?;
             write_qos_levels(&cgroups, [])?;
             let view: PodsView = Arc::new(RwLock::new(Vec::new()));
             let (address, _server) = serve(view.clone(), cancel.child_token())
@@ -167,6 +168,8 @@ impl SimulatedNodes {
                 next_ip: 2,
             });
         }
+        // The run directory weighs what the nodes' `kubepods` weigh together.
+        tree.set_run_cpu_shares(run_shares)?;
         let state = Arc::new(Mutex::new(FleetState { nodes }));
         let task = tokio::spawn(run_loop(client, state.clone(), config, cancel.clone()));
         tracing::info!(nodes = infos.len(), mode = ?tree.mode(), "simulated nodes running");

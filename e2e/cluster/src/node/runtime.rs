@@ -187,11 +187,13 @@ pub fn write_qos_levels<'a>(
 }
 
 /// Writes `kubepods`'s limits from the node's allocatable (capacity when none is given): cpu
-/// shares and, where the amount reads, the memory limit.
+/// shares and, where the amount reads, the memory limit. The node's own directory gets the same
+/// shares, so that it weighs what `kubepods` weighs at the root of a real node. Returns the
+/// shares.
 pub fn write_node_level(
     cgroups: &NodeCgroups,
     allocatable: &BTreeMap<String, String>,
-) -> Result<(), super::cgroup::CgroupError> {
+) -> Result<u64, super::cgroup::CgroupError> {
     let cpu = allocatable
         .get("cpu")
         .and_then(|q| super::quantity::parse_milli(q).ok())
@@ -201,5 +203,8 @@ pub fn write_node_level(
         .and_then(|q| parse_units(q).ok())
         .and_then(|v| u64::try_from(v).ok())
         .filter(|v| *v > 0);
-    cgroups.write_limits(super::qos::KUBEPODS_DIR, &limits::node_level_limits(cpu, memory))
+    let kubepods = limits::node_level_limits(cpu, memory);
+    cgroups.write_limits("", &limits::CgroupLimits::shares_only(kubepods.cpu_shares))?;
+    cgroups.write_limits(super::qos::KUBEPODS_DIR, &kubepods)?;
+    Ok(kubepods.cpu_shares)
 }
