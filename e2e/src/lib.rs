@@ -1,1 +1,7 @@
-//! Work in progress: see the crate README.
+//! End-to-end support for koordinator-rs: start koord-manager, koord-webhook and one koordlet
+//! per simulated node in-process against the embedded cluster of `koord-testcluster`, for the
+//! scenario tests in `tests/` and the `koord-playground` binary. See `e2e/README.md`.
+
+pub mod components;
+pub mod setup;
+pub mod webhook_config;

@@ -6,23 +6,22 @@
 //! ```
 //!
 //! Starts the embedded API server, installs the CRDs from `charts/koordinator/crds/` (skipped
-//! with a log line when absent), applies the seed-001 `slo-controller-config` ConfigMap, starts
-//! N simulated nodes (pods run as real processes in real cgroups where the machine allows, a
-//! fake cgroupfs otherwise), writes a kubeconfig and runs until Ctrl-C or SIGTERM, then kills
-//! every pod process and removes every cgroup.
+//! with a log line when absent), the `koord-*` PriorityClasses and the seed-001
+//! `slo-controller-config` ConfigMap, starts N simulated nodes (pods run as real processes in
+//! real cgroups where the machine allows, a fake cgroupfs otherwise), then koord-webhook (with
+//! its webhook configurations), koord-manager and one koordlet per node in-process (each can be
+//! left out: `--no-webhook`, `--no-manager`, `--no-koordlet`), writes a kubeconfig and runs until
+//! Ctrl-C or SIGTERM, then stops the components, kills every pod process and removes every
+//! cgroup.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Parser;
-use koord_testcluster::node::{FleetConfig, NodeInfo, NodeSpec, SimulatedNodes};
+use koord_e2e::components::{Components, Selection};
+use koord_e2e::setup;
+use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
 use koord_testcluster::{ClusterOptions, TestCluster};
-use serde_json::json;
-
-/// The seed-001 ConfigMap: colocation on, memory eviction above 70 %.
-const SEED_001_COLOCATION: &str = "{\n  \"enable\": true\n}\n";
-const SEED_001_RESOURCE_THRESHOLD: &str =
-    "{\n  \"clusterStrategy\": {\n    \"enable\": true,\n    \"memoryEvictThresholdPercent\": 70\n  }\n}\n";
 
 /// Run an embedded Kubernetes API server with simulated nodes for koordinator-rs.
 #[derive(Debug, Parser)]
@@ -49,6 +48,15 @@ struct Args {
     /// Listen address of the API server.
     #[arg(long, default_value = "127.0.0.1:0")]
     bind: std::net::SocketAddr,
+    /// Do not start koord-manager.
+    #[arg(long)]
+    no_manager: bool,
+    /// Do not start koord-webhook (nor register its webhook configurations).
+    #[arg(long)]
+    no_webhook: bool,
+    /// Do not start a koordlet per node.
+    #[arg(long)]
+    no_koordlet: bool,
     /// Log filter (tracing env-filter syntax), also read from RUST_LOG.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -75,8 +83,8 @@ async fn main() -> anyhow::Result<()> {
     cluster
         .write_kubeconfig(&kubeconfig)
         .with_context(|| format!("writing {}", kubeconfig.display()))?;
-    install_crds(&cluster, &args.crds).await?;
-    apply_seed_config(&cluster).await?;
+    setup::install_base(&cluster, &args.crds).await?;
+    setup::apply_seed_config(&cluster).await?;
 
     let specs = (1..=args.nodes)
         .map(|i| {
@@ -93,66 +101,33 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("starting simulated nodes")?;
 
-    // Component runners go here: manager, webhook and one koordlet per node (see each
-    // component's issue); each gets the cluster's kubeconfig and, for koordlet, the node's
-    // NodeInfo (cgroup root, proc root, /pods URL).
-    start_components(&cluster, nodes.nodes());
+    let components = match Components::start(&cluster, nodes.nodes(), selection(&args)).await {
+        Ok(components) => components,
+        Err(error) => {
+            nodes.shutdown().await;
+            return Err(error).context("starting the components");
+        }
+    };
 
-    print_usage(&cluster, &kubeconfig, &nodes);
+    print_usage(&cluster, &kubeconfig, &nodes, &components);
     wait_for_shutdown().await?;
-    tracing::info!("shutting down: stopping pods, removing cgroups");
+    tracing::info!("shutting down: stopping components and pods, removing cgroups");
+    components.shutdown(&cluster).await;
     nodes.shutdown().await;
     drop(cluster);
     Ok(())
 }
 
-async fn install_crds(cluster: &TestCluster, dir: &Path) -> anyhow::Result<()> {
-    if !dir.is_dir() {
-        tracing::info!(dir = %dir.display(), "no CRD directory; skipping CRD installation");
-        return Ok(());
+fn selection(args: &Args) -> Selection {
+    Selection {
+        manager: !args.no_manager,
+        webhook: !args.no_webhook,
+        koordlet: !args.no_koordlet,
+        ..Selection::none()
     }
-    let names = cluster
-        .install_crds_from_dir(dir)
-        .await
-        .with_context(|| format!("installing CRDs from {}", dir.display()))?;
-    tracing::info!(count = names.len(), ?names, "CRDs installed");
-    Ok(())
 }
 
-async fn apply_seed_config(cluster: &TestCluster) -> anyhow::Result<()> {
-    use koord_api::names::{
-        DEFAULT_CONFIG_NAMESPACE, DEFAULT_SLO_CONFIG_NAME, KEY_COLOCATION_CONFIG,
-        KEY_RESOURCE_THRESHOLD_CONFIG,
-    };
-    let data: std::collections::BTreeMap<&str, &str> = [
-        (KEY_COLOCATION_CONFIG, SEED_001_COLOCATION),
-        (KEY_RESOURCE_THRESHOLD_CONFIG, SEED_001_RESOURCE_THRESHOLD),
-    ]
-    .into();
-    cluster
-        .apply_object(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": DEFAULT_CONFIG_NAMESPACE } }))
-        .await
-        .context("creating namespace koordinator-system")?;
-    cluster
-        .apply_object(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": { "name": DEFAULT_SLO_CONFIG_NAME, "namespace": DEFAULT_CONFIG_NAMESPACE },
-            "data": data,
-        }))
-        .await
-        .context("applying the seed-001 slo-controller-config")?;
-    Ok(())
-}
-
-/// Where component runners start; none exists yet, so this only says so.
-fn start_components(_cluster: &TestCluster, nodes: &[NodeInfo]) {
-    tracing::info!(
-        nodes = nodes.len(),
-        "no component runners yet (manager, webhook, koordlet come with their issues)"
-    );
-}
-
-fn print_usage(cluster: &TestCluster, kubeconfig: &Path, nodes: &SimulatedNodes) {
+fn print_usage(cluster: &TestCluster, kubeconfig: &Path, nodes: &SimulatedNodes, components: &Components) {
     let kc = kubeconfig.display();
     println!("\nkoord-playground is running: API server {}", cluster.url());
     println!("cgroups: {:?}", nodes.cgroup_tree().mode());
@@ -163,6 +138,18 @@ fn print_usage(cluster: &TestCluster, kubeconfig: &Path, nodes: &SimulatedNodes)
             node.cgroup_root.display(),
             node.proc_root.display(),
             node.pods_url
+        );
+    }
+    match components.webhook_addr() {
+        Some(addr) => println!(
+            "koord-webhook: https://{addr} (mutating + validating webhook configurations registered)"
+        ),
+        None => println!("koord-webhook: not started"),
+    }
+    for koordlet in components.koordlets() {
+        println!(
+            "koordlet on {}: http://{}/healthz, /metrics",
+            koordlet.node, koordlet.health_addr
         );
     }
     println!(

@@ -160,6 +160,35 @@ impl CgroupTree {
         &self.inner.run_dirs
     }
 
+    /// Gives the run directory `shares` of CPU weight (v1 `cpu.shares`, v2 `cpu.weight`), so the
+    /// simulated nodes compete with the machine's other processes as real `kubepods` cgroups
+    /// would, instead of as one default-weight group. No-op for the fake.
+    pub fn set_run_cpu_shares(&self, shares: u64) -> Result<(), CgroupError> {
+        let shares = shares.clamp(super::limits::MIN_SHARES, super::limits::MAX_SHARES);
+        let (dir, file, value) = match &self.inner.mode {
+            CgroupMode::V1 { mounts } => {
+                let Some(dir) = mounts
+                    .first()
+                    .and_then(|cpu| self.inner.run_dirs.iter().find(|d| d.starts_with(cpu)))
+                else {
+                    return Ok(());
+                };
+                (dir, "cpu.shares", shares.to_string())
+            }
+            CgroupMode::V2 { .. } => match self.inner.run_dirs.first() {
+                Some(dir) => (
+                    dir,
+                    "cpu.weight",
+                    super::limits::shares_to_weight(shares).to_string(),
+                ),
+                None => return Ok(()),
+            },
+            CgroupMode::Fake { .. } => return Ok(()),
+        };
+        let path = dir.join(file);
+        fs::write(&path, value).map_err(io_err("write", &path))
+    }
+
     /// Creates the node's directories (`kubepods` and the two QoS levels) and its koordlet root.
     pub fn node(&self, node_name: &str) -> Result<NodeCgroups, CgroupError> {
         check_relative(node_name)?;
@@ -282,6 +311,25 @@ impl NodeCgroups {
                     make_cgroup_dir(&dir, v1 && V1_CONTROLLERS[index] == "cpuset")?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// True when the tree is the unified (v2) hierarchy, whose files differ from v1's.
+    pub fn is_v2(&self) -> bool {
+        matches!(self.tree.mode(), CgroupMode::V2 { .. })
+    }
+
+    /// Writes the kubelet's limits for `relative` (see [`super::limits`]), in order; stops at the
+    /// first file the kernel refuses.
+    pub fn write_limits(
+        &self,
+        relative: &str,
+        limits: &super::limits::CgroupLimits,
+    ) -> Result<(), CgroupError> {
+        for write in super::limits::writes(limits, self.is_v2()) {
+            let path = self.dir(write.controller, relative)?.join(write.file);
+            fs::write(&path, &write.value).map_err(io_err("write", &path))?;
         }
         Ok(())
     }

@@ -23,7 +23,7 @@ use super::objects::{
 };
 use super::plan::{node_room, pending, plan_node, schedule};
 use super::pods_endpoint::{PodsView, serve};
-use super::runtime::{RunningPod, start_pod};
+use super::runtime::{RunningPod, start_pod, write_node_level, write_qos_levels};
 
 /// How the fleet behaves; [`FleetConfig::default`] suits tests and the playground.
 #[derive(Debug, Clone)]
@@ -134,11 +134,15 @@ impl SimulatedNodes {
         let mut nodes = Vec::new();
         let mut infos = Vec::new();
         let mut seen = BTreeSet::new();
+        let mut run_shares = 0u64;
         for (index, spec) in specs.into_iter().enumerate() {
             if !seen.insert(spec.name.clone()) {
                 return Err(NodeError::DuplicateNode(spec.name));
             }
             let cgroups = tree.node(&spec.name)?;
+            let allocatable = spec.allocatable.as_ref().unwrap_or(&spec.capacity);
+            run_shares += write_node_level(&cgroups, allocatable)?;
+            write_qos_levels(&cgroups, [])?;
             let view: PodsView = Arc::new(RwLock::new(Vec::new()));
             let (address, _server) = serve(view.clone(), cancel.child_token())
                 .await
@@ -164,6 +168,8 @@ impl SimulatedNodes {
                 next_ip: 2,
             });
         }
+        // The run directory weighs what the nodes' `kubepods` weigh together.
+        tree.set_run_cpu_shares(run_shares)?;
         let state = Arc::new(Mutex::new(FleetState { nodes }));
         let task = tokio::spawn(run_loop(client, state.clone(), config, cancel.clone()));
         tracing::info!(nodes = infos.len(), mode = ?tree.mode(), "simulated nodes running");
@@ -484,6 +490,7 @@ fn apply(
         let Some(node) = st.nodes.get_mut(index) else {
             continue;
         };
+        let changed = !start.is_empty() || !stop.is_empty();
         for uid in stop {
             if let Some((pod, _)) = node.running.remove(&uid) {
                 tracing::info!(pod = %pod.key, node = %node.spec.name, "stopping pod");
@@ -525,6 +532,9 @@ fn apply(
                     node.failed.insert(uid);
                 }
             }
+        }
+        if changed && let Err(err) = write_qos_levels(&node.cgroups, node.running.values().map(|(p, _)| p)) {
+            tracing::warn!(node = %node.spec.name, %err, "QoS-level cgroup limits not written");
         }
         if let Some(fake) = &mut node.fake {
             let sample = node

@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod fakefs;
 pub mod fit;
 mod fleet;
+pub mod limits;
 pub mod objects;
 mod plan;
 pub mod pods_endpoint;

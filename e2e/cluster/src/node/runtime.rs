@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::cgroup::NodeCgroups;
+use super::limits;
 use super::objects::{StartedContainer, new_container_id};
 use super::process::ContainerProcesses;
 use super::qos::{KubeQos, container_cgroup_dir, pod_cgroup_dir, pod_qos};
@@ -22,6 +23,8 @@ pub struct RunningPod {
     pub pod_dir: String,
     /// QoS class the cgroups were placed by.
     pub qos: KubeQos,
+    /// The pod's summed cpu request (milli-CPU), which its QoS level's `cpu.shares` follow.
+    pub cpu_request_milli: i128,
     /// Per container: its cgroup directory (relative), id and processes.
     pub containers: Vec<RunningContainer>,
     cgroups: NodeCgroups,
@@ -73,30 +76,42 @@ pub fn start_pod(pod: &Pod, cgroups: &NodeCgroups, max_container_memory: u64) ->
     let qos = pod_qos(pod).map_err(|e| format!("cannot compute QoS class: {e}"))?;
     let pod_dir = pod_cgroup_dir(qos, &uid);
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.clone())
-        .unwrap_or_default();
-    // Read every workload before creating anything.
+    let spec = pod.spec.clone().unwrap_or_default();
+    let containers = &spec.containers;
+    // Read every workload and limit before creating anything.
+    let pod_limits = limits::pod_limits(&spec, qos).map_err(|e| format!("pod resources: {e}"))?;
+    let cpu_request_milli =
+        limits::pod_cpu_request_milli(&spec).map_err(|e| format!("pod resources: {e}"))?;
     let mut workloads = Vec::new();
-    for container in &containers {
+    let mut container_limits = Vec::new();
+    for container in containers {
         let workload = container_workload(&annotations, container)
             .map_err(|e| format!("container {}: {e}", container.name))?;
         workloads.push(clamp_memory(workload, container, max_container_memory, &key));
+        container_limits.push(
+            limits::container_limits(container).map_err(|e| format!("container {}: {e}", container.name))?,
+        );
     }
     cgroups.create(&pod_dir).map_err(|e| e.to_string())?;
     let mut running = RunningPod {
         key,
         pod_dir,
         qos,
+        cpu_request_milli,
         containers: Vec::new(),
         cgroups: cgroups.clone(),
     };
-    for (container, workload) in containers.iter().zip(workloads) {
+    // As the kubelet: the pod cgroup's limits before any container starts in it.
+    cgroups
+        .write_limits(&running.pod_dir, &pod_limits)
+        .map_err(|e| format!("pod cgroup limits: {e}"))?;
+    for ((container, workload), container_limits) in containers.iter().zip(workloads).zip(container_limits) {
         let container_id = new_container_id();
         let dir = container_cgroup_dir(qos, &uid, &container_id);
         cgroups.create(&dir).map_err(|e| e.to_string())?;
+        cgroups
+            .write_limits(&dir, &container_limits)
+            .map_err(|e| format!("container {} cgroup limits: {e}", container.name))?;
         let mut processes = ContainerProcesses::spawn(workload).map_err(|e| e.to_string())?;
         for pid in processes.pids() {
             cgroups.add_process(&dir, pid).map_err(|e| e.to_string())?;
@@ -117,8 +132,13 @@ pub fn start_pod(pod: &Pod, cgroups: &NodeCgroups, max_container_memory: u64) ->
     Ok(running)
 }
 
-/// Memory is capped by the container's memory limit (what a real cgroup would allow before
-/// OOM) and by the harness-wide cap that keeps a demo from exhausting the machine.
+/// What each worker process needs besides the memory it holds (the python interpreter), kept
+/// free below a container memory limit so that the limit does not OOM-kill the worker.
+pub const WORKER_OVERHEAD_BYTES: u64 = 24 << 20;
+
+/// Memory is capped by the container's memory limit minus the workers' own footprint (so the
+/// cgroup limit, written by the kubelet for `memory` and by koordlet for `batch-memory`, holds
+/// without an OOM kill) and by the harness-wide cap that keeps a demo from exhausting the machine.
 fn clamp_memory(mut workload: Workload, container: &Container, cap: u64, pod: &str) -> Workload {
     let limits: BTreeMap<String, _> = container
         .resources
@@ -130,11 +150,61 @@ fn clamp_memory(mut workload: Workload, container: &Container, cap: u64, pod: &s
         .filter_map(|name| limits.get(*name))
         .filter_map(|q| parse_units(&q.0).ok())
         .filter_map(|v| u64::try_from(v).ok())
-        .min();
+        .min()
+        .map(|limit| limit.saturating_sub(worker_count(&workload) * WORKER_OVERHEAD_BYTES));
     let allowed = limit.map_or(cap, |l| l.min(cap));
     if workload.memory_bytes > allowed {
         tracing::info!(pod, container = %container.name, wanted = workload.memory_bytes, allowed, "container memory clamped");
         workload.memory_bytes = allowed;
     }
     workload
+}
+
+fn worker_count(workload: &Workload) -> u64 {
+    workload
+        .cpu_milli
+        .div_ceil(1000)
+        .clamp(1, super::process::MAX_WORKERS)
+}
+
+/// Writes the QoS-level limits as the kubelet's QoS container manager keeps them:
+/// `kubepods/besteffort` 2 shares, `kubepods/burstable` the shares of its pods' summed cpu
+/// requests. Called whenever the node's pods change.
+pub fn write_qos_levels<'a>(
+    cgroups: &NodeCgroups,
+    pods: impl IntoIterator<Item = &'a RunningPod>,
+) -> Result<(), super::cgroup::CgroupError> {
+    let burstable: i128 = pods
+        .into_iter()
+        .filter(|p| p.qos == KubeQos::Burstable)
+        .map(|p| p.cpu_request_milli)
+        .sum();
+    cgroups.write_limits(
+        KubeQos::Burstable.qos_dir(),
+        &limits::burstable_level_limits(burstable),
+    )?;
+    cgroups.write_limits(KubeQos::BestEffort.qos_dir(), &limits::besteffort_level_limits())
+}
+
+/// Writes `kubepods`'s limits from the node's allocatable (capacity when none is given): cpu
+/// shares and, where the amount reads, the memory limit. The node's own directory gets the same
+/// shares, so that it weighs what `kubepods` weighs at the root of a real node. Returns the
+/// shares.
+pub fn write_node_level(
+    cgroups: &NodeCgroups,
+    allocatable: &BTreeMap<String, String>,
+) -> Result<u64, super::cgroup::CgroupError> {
+    let cpu = allocatable
+        .get("cpu")
+        .and_then(|q| super::quantity::parse_milli(q).ok())
+        .unwrap_or(0);
+    let memory = allocatable
+        .get("memory")
+        .and_then(|q| parse_units(q).ok())
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|v| *v > 0);
+    let kubepods = limits::node_level_limits(cpu, memory);
+    cgroups.write_limits("", &limits::CgroupLimits::shares_only(kubepods.cpu_shares))?;
+    cgroups.write_limits(super::qos::KUBEPODS_DIR, &kubepods)?;
+    Ok(kubepods.cpu_shares)
 }

@@ -1,0 +1,91 @@
+//! Shared helpers of the scenario tests: a cluster with Koordinator's base objects, simulated
+//! nodes, polling, a loopback HTTP GET and the process-wide CPU-measurement lock.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
+use koord_testcluster::{ClusterOptions, TestCluster};
+
+/// Tests that measure CPU hold this so they never overlap within a test binary (DESIGN.md §4).
+/// A tokio mutex: it is held across awaits, and a failed test does not poison it.
+pub static CPU_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Takes [`CPU_LOCK`].
+pub async fn cpu_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    CPU_LOCK.lock().await
+}
+
+/// A unique name with `prefix`.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// Logs to the test output when `RUST_LOG` is set.
+pub fn init_logs() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// A cluster with the CRDs, `koordinator-system`, the PriorityClasses and the seed-001 ConfigMap.
+pub async fn cluster() -> TestCluster {
+    init_logs();
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    koord_e2e::setup::install_base(&cluster, &koord_e2e::setup::crds_dir())
+        .await
+        .unwrap();
+    koord_e2e::setup::apply_seed_config(&cluster).await.unwrap();
+    cluster
+}
+
+/// `count` simulated nodes with unique names, 4 CPUs, 8Gi and room for batch resources.
+pub async fn nodes(cluster: &TestCluster, count: usize) -> SimulatedNodes {
+    let prefix = unique("sim");
+    let specs = (1..=count)
+        .map(|i| {
+            NodeSpec::new(&format!("{prefix}-{i}"))
+                .with_resource("kubernetes.io/batch-cpu", "4000")
+                .with_resource("kubernetes.io/batch-memory", "4Gi")
+        })
+        .collect();
+    let nodes = SimulatedNodes::start(cluster.client().unwrap(), specs, FleetConfig::default())
+        .await
+        .unwrap();
+    println!("cgroup mode: {:?}", nodes.cgroup_tree().mode());
+    nodes
+}
+
+/// Polls `probe` every 200 ms until it answers, failing after `timeout`.
+pub async fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// GET `path` over plain HTTP/1.0 on loopback: (status code, body); None when unreachable.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
