@@ -18,3 +18,4 @@ pub mod server;
 pub mod tls;
 pub mod validate;
 pub mod view;
+pub mod wire;

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::mutate::{MutationOptions, mutate_pod};
 use crate::validate::pod::{PodValidationOptions, validate_pod};
 use crate::validate::profile::validate_profile;
 use crate::validate::{Violation, denial_message};
 use crate::view::ClusterView;
+use crate::wire::{Head, RequestHead};
 
 /// The admission paths this webhook serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,12 +118,9 @@ fn operation_label(operation: &Operation) -> &'static str {
     }
 }
 
-fn invalid(value: Option<&Value>, reason: String) -> Answer {
+fn invalid(uid: Option<&str>, reason: String) -> Answer {
     let mut response = AdmissionResponse::invalid(reason);
-    if let Some(uid) = value
-        .and_then(|value| value.pointer("/request/uid"))
-        .and_then(Value::as_str)
-    {
+    if let Some(uid) = uid {
         response.uid = uid.to_string();
     }
     Answer {
@@ -134,19 +132,15 @@ fn invalid(value: Option<&Value>, reason: String) -> Answer {
 
 /// Allows a review this endpoint does not judge without decoding its object (a sub-resource's
 /// object, e.g. a Binding, need not look like the endpoint's kind).
-fn allow_unjudged(value: &Value, request: &Value) -> Answer {
+fn allow_unjudged(head: &Head<'_>, request: &RequestHead<'_>) -> Answer {
     let mut response = AdmissionResponse::invalid("");
     response.allowed = true;
     response.result = kube::core::Status::success();
-    response.uid = request
-        .get("uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    if let Some(api_version) = value.get("apiVersion").and_then(Value::as_str) {
+    response.uid = request.uid.as_str().unwrap_or_default().to_string();
+    if let Some(api_version) = head.api_version.as_str() {
         response.types.api_version = api_version.to_string();
     }
-    let operation = match request.get("operation").and_then(Value::as_str) {
+    let operation = match request.operation.as_str() {
         Some("CREATE") => "CREATE",
         Some("UPDATE") => "UPDATE",
         Some("DELETE") => "DELETE",
@@ -161,33 +155,46 @@ fn allow_unjudged(value: &Value, request: &Value) -> Answer {
 }
 
 /// Answers one review body for `endpoint`. `roll` draws profile probabilities (0..100).
+///
+/// The body is read in two steps, both straight from the bytes: a head (the request's uid,
+/// kind, sub-resource and operation, everything else skipped without allocating) decides
+/// whether this endpoint judges the review at all, then the request alone is decoded into its
+/// typed form. kube's `AdmissionReview` flattens its type fields, which makes serde buffer the
+/// whole document in an intermediate tree first; decoding the request directly avoids that.
 pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn FnMut() -> u32) -> Answer {
-    let value: Value = match serde_json::from_slice(body) {
-        Ok(value) => value,
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Ok(_) => invalid(None, "the AdmissionReview has no request".to_string()),
+            Err(error) => invalid(None, format!("the body is not JSON: {error}")),
+        };
+    }
+    let head: Head<'_> = match serde_json::from_slice(body) {
+        Ok(head) => head,
+        Err(error) if error.is_data() => {
+            return invalid(None, format!("the AdmissionReview does not decode: {error}"));
+        }
         Err(error) => return invalid(None, format!("the body is not JSON: {error}")),
     };
-    let request = match value.get("request") {
-        Some(request) if request.is_object() => request,
-        _ => return invalid(Some(&value), "the AdmissionReview has no request".to_string()),
+    let Some(raw_request) = head.request.filter(|raw| raw.get().starts_with('{')) else {
+        return invalid(None, "the AdmissionReview has no request".to_string());
     };
-    let kind = request
-        .pointer("/kind/kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let sub_resource = request
-        .get("subResource")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let request_head: RequestHead<'_> = match serde_json::from_str(raw_request.get()) {
+        Ok(request_head) => request_head,
+        Err(error) => return invalid(None, format!("the AdmissionReview does not decode: {error}")),
+    };
+    let kind = request_head.kind().unwrap_or_default();
+    let sub_resource = request_head.sub_resource.as_str().unwrap_or_default();
     if kind != endpoint.expected_kind() || !sub_resource.is_empty() {
         // Not ours to judge (a sub-resource like pods/binding, or a misrouted kind).
-        return allow_unjudged(&value, request);
+        return allow_unjudged(&head, &request_head);
     }
+    let uid = request_head.uid.as_str();
     match endpoint {
-        Endpoint::MutatePod => match decode::<Pod>(&value) {
+        Endpoint::MutatePod => match decode::<Pod>(&head, raw_request) {
             Ok(request) => mutate(&request, decider, roll),
-            Err(reason) => invalid(Some(&value), reason),
+            Err(reason) => invalid(uid, reason),
         },
-        Endpoint::ValidatePod => match decode::<Pod>(&value) {
+        Endpoint::ValidatePod => match decode::<Pod>(&head, raw_request) {
             Ok(request) => {
                 let violations = match (&request.operation, &request.object) {
                     (Operation::Create | Operation::Update, Some(pod)) => {
@@ -197,9 +204,9 @@ pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn
                 };
                 judged(&request, &violations)
             }
-            Err(reason) => invalid(Some(&value), reason),
+            Err(reason) => invalid(uid, reason),
         },
-        Endpoint::ValidateConfigMap => match decode::<ConfigMap>(&value) {
+        Endpoint::ValidateConfigMap => match decode::<ConfigMap>(&head, raw_request) {
             Ok(request) => {
                 let violations = match (&request.operation, &request.object) {
                     (Operation::Create | Operation::Update, Some(config_map)) => {
@@ -214,9 +221,9 @@ pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn
                 };
                 judged(&request, &violations)
             }
-            Err(reason) => invalid(Some(&value), reason),
+            Err(reason) => invalid(uid, reason),
         },
-        Endpoint::ValidateProfile => match decode::<DynamicObject>(&value) {
+        Endpoint::ValidateProfile => match decode::<DynamicObject>(&head, raw_request) {
             Ok(request) => {
                 let violations = match (
                     &request.operation,
@@ -228,23 +235,28 @@ pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn
                 };
                 judged(&request, &violations)
             }
-            Err(reason) => invalid(Some(&value), reason),
+            Err(reason) => invalid(uid, reason),
         },
     }
 }
 
-fn decode<K>(value: &Value) -> Result<AdmissionRequest<K>, String>
+/// Decodes the typed request from its raw JSON; the review's `apiVersion` and `kind` are
+/// required, as kube's `AdmissionReview` requires them.
+fn decode<K>(head: &Head<'_>, raw_request: &RawValue) -> Result<AdmissionRequest<K>, String>
 where
     K: kube::Resource + serde::de::DeserializeOwned,
 {
-    let review = AdmissionReview::<K>::deserialize(value)
-        .map_err(|error| format!("the AdmissionReview does not decode: {error}"))?;
-    review
-        .try_into()
-        .map_err(|_| "the AdmissionReview has no request".to_string())
+    let missing = |field: &str| format!("the AdmissionReview does not decode: missing field `{field}`");
+    let api_version = head.api_version.as_str().ok_or_else(|| missing("apiVersion"))?;
+    let kind = head.kind.as_str().ok_or_else(|| missing("kind"))?;
+    let mut request: AdmissionRequest<K> = serde_json::from_str(raw_request.get())
+        .map_err(|error| format!("the AdmissionReview does not decode: request: {error}"))?;
+    request.types = kube::core::TypeMeta {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+    };
+    Ok(request)
 }
-
-use serde::Deserialize;
 
 fn finish<K: kube::Resource>(
     request: &AdmissionRequest<K>,
@@ -307,21 +319,4 @@ fn mutate(request: &AdmissionRequest<Pod>, decider: &Decider, roll: &mut dyn FnM
     }
 }
 
-/// Serialises a review the way Go clients write one: kube-core serialises `response.patch`
-/// (a `Vec<u8>`) as an array of numbers, which Go happens to accept, but the canonical form of
-/// a byte field is a base64 string, which every API server implementation accepts.
-pub fn to_wire_json(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json::Error> {
-    use base64::Engine;
-    let mut value = serde_json::to_value(review)?;
-    if let Some(patch) = value.pointer_mut("/response/patch")
-        && let Some(bytes) = patch.as_array().map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_u64().and_then(|byte| u8::try_from(byte).ok()))
-                .collect::<Vec<u8>>()
-        })
-    {
-        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
-    }
-    serde_json::to_vec(&value)
-}
+pub use crate::wire::to_wire_json;

@@ -8,10 +8,16 @@
 //! cache). Derived per round: BE totals (usage, batch-cpu requests) and the system usage
 //! `max(node − Σ pods, 0)`.
 //!
-//! Memory stays flat whatever the pod churn: the previous-counter map holds only objects seen in
-//! this round, and the series of pods and containers that vanished are dropped from the store.
+//! Memory stays flat whatever the pod churn: the collector tracks only objects seen in this
+//! round, and the series of pods and containers that vanished are dropped from the store.
+//!
+//! Cost per round: three small-file reads per pod and per container (CPU usage, memory usage,
+//! and `memory.stat` unless page cache counts). Each object's files are resolved and probed
+//! once and then read through one reused buffer; series are appended by borrowed name, so a
+//! round allocates only for objects it has not seen before.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
 
 use koord_api::QoSClass;
 use koord_api::nodemetric::MemoryCollectPolicy;
@@ -22,7 +28,9 @@ use crate::states::Snapshot;
 use crate::system::meminfo::Meminfo;
 use crate::system::proc_stat::{CpuTicks, ProcStat, USER_HZ, cpu_usage_cores};
 use crate::system::psi::{NodePressure, PsiStats};
-use crate::system::{CgroupDir, Cgroups, KubeCgroupPaths, SystemError, SystemRoots};
+use crate::system::{
+    CgroupDir, CgroupFile, CgroupResource, Cgroups, KubeCgroupPaths, KubeQosClass, SystemError, SystemRoots,
+};
 
 /// The two stores a collector fills: node-level series (long windows) and per-pod/container
 /// series (short windows, many objects).
@@ -54,6 +62,46 @@ pub struct RoundSummary {
     pub dropped_objects: usize,
 }
 
+/// One pod or container the collector follows: its files (resolved on first use) and its
+/// previous CPU counter.
+#[derive(Debug)]
+struct Tracked {
+    /// The last round in which the object was in the snapshot.
+    round: u64,
+    /// The pod's Kubernetes QoS the files were resolved for (it decides the cgroup parent).
+    kube_qos: KubeQosClass,
+    cpu: Option<CgroupFile>,
+    memory_usage: Option<CgroupFile>,
+    memory_stat: Option<CgroupFile>,
+    /// Time and cumulative ns of the last successful CPU read.
+    prev_cpu: Option<(MetricTime, u64)>,
+}
+
+impl Tracked {
+    fn new(kube_qos: KubeQosClass) -> Self {
+        Tracked {
+            round: 0,
+            kube_qos,
+            cpu: None,
+            memory_usage: None,
+            memory_stat: None,
+            prev_cpu: None,
+        }
+    }
+
+    /// Marks the object seen in `round`; a changed QoS moves its cgroup, so files are resolved
+    /// again.
+    fn visit(&mut self, round: u64, kube_qos: KubeQosClass) {
+        self.round = round;
+        if self.kube_qos != kube_qos {
+            *self = Tracked {
+                round,
+                ..Tracked::new(kube_qos)
+            };
+        }
+    }
+}
+
 /// Collector state between rounds.
 #[derive(Debug)]
 pub struct Collector {
@@ -61,8 +109,11 @@ pub struct Collector {
     roots: SystemRoots,
     paths: KubeCgroupPaths,
     prev_node: Option<(MetricTime, CpuTicks)>,
-    prev_cpu: HashMap<Box<str>, (MetricTime, u64)>,
-    known_objects: HashSet<Box<str>>,
+    /// Pods (by UID) and containers (by ID) seen in the last round.
+    objects: HashMap<Box<str>, Tracked>,
+    round: u64,
+    /// Read buffer reused by every file read.
+    buf: Vec<u8>,
     psi_supported: bool,
 }
 
@@ -74,40 +125,16 @@ impl Collector {
             roots,
             paths,
             prev_node: None,
-            prev_cpu: HashMap::new(),
-            known_objects: HashSet::new(),
+            objects: HashMap::new(),
+            round: 0,
+            buf: Vec::new(),
             psi_supported: true,
         }
     }
 
     /// Objects whose previous CPU counter is held (bounded by the pods of the last round).
     pub fn tracked_objects(&self) -> usize {
-        self.prev_cpu.len()
-    }
-
-    fn cpu_rate(
-        &self,
-        next: &mut HashMap<Box<str>, (MetricTime, u64)>,
-        object: &str,
-        dir: &CgroupDir,
-        now: MetricTime,
-    ) -> Result<Option<f64>, SystemError> {
-        let ns = self.cgroups.cpu_usage_ns(dir)?;
-        let rate = self.prev_cpu.get(object).and_then(|(t, prev)| {
-            let elapsed_ns = (now.as_millis() - t.as_millis()).checked_mul(1_000_000)?;
-            (elapsed_ns > 0).then_some(())?;
-            Some(ns.checked_sub(*prev)? as f64 / elapsed_ns as f64)
-        });
-        next.insert(object.into(), (now, ns));
-        Ok(rate)
-    }
-
-    fn memory(&self, dir: &CgroupDir, policy: MemoryCollectPolicy) -> Result<f64, SystemError> {
-        let usage = self.cgroups.memory_usage_bytes(dir)?;
-        if policy == MemoryCollectPolicy::UsageWithPageCache {
-            return Ok(usage as f64);
-        }
-        Ok(self.cgroups.memory_stat(dir)?.working_set(usage) as f64)
+        self.objects.values().filter(|t| t.prev_cpu.is_some()).count()
     }
 
     /// One collection round at `now` over the snapshot's pods.
@@ -115,6 +142,15 @@ impl Collector {
         let mut summary = RoundSummary::default();
         let put = |store: &mut MetricStore, key: SeriesKey, value: f64, summary: &mut RoundSummary| {
             if store.append(&key, now, value).is_ok() {
+                summary.samples += 1;
+            }
+        };
+        let put_object = |store: &mut MetricStore,
+                          kind: MetricKind,
+                          object: &str,
+                          value: f64,
+                          summary: &mut RoundSummary| {
+            if store.append_to(kind, object, now, value).is_ok() {
                 summary.samples += 1;
             }
         };
@@ -167,20 +203,33 @@ impl Collector {
         }
 
         // Pods and containers.
-        let mut next_cpu = HashMap::with_capacity(self.prev_cpu.len());
-        let mut seen: HashSet<Box<str>> = HashSet::with_capacity(self.known_objects.len());
+        self.round += 1;
+        let round = self.round;
+        let Collector {
+            cgroups,
+            paths,
+            objects,
+            buf,
+            ..
+        } = self;
+        let cgroups: &Cgroups = cgroups;
+        let paths: &KubeCgroupPaths = paths;
+        let mut container_name = String::new();
         let (mut pods_cpu, mut pods_memory, mut pods_cpu_complete) = (0.0, 0.0, true);
         let (mut be_cpu, mut be_request_milli) = (0.0, 0i64);
         for pod in snapshot.pods.iter().filter(|p| p.is_running()) {
             let uid = pod.uid.as_str();
-            seen.insert(uid.into());
-            let dir = pod.cgroup_dir(&self.paths);
             let is_be = pod.qos == QoSClass::Be;
-            match self.cpu_rate(&mut next_cpu, uid, &dir, now) {
+            let Some(tracked) = visit(objects, uid, round, pod.kube_qos) else {
+                continue;
+            };
+            let dir = || pod.cgroup_dir(paths);
+            match read_cpu(cgroups, tracked, &dir, buf, now) {
                 Ok(Some(cores)) => {
-                    put(
+                    put_object(
                         &mut stores.pods,
-                        SeriesKey::of(MetricKind::PodCpuUsage, uid),
+                        MetricKind::PodCpuUsage,
+                        uid,
                         cores,
                         &mut summary,
                     );
@@ -192,11 +241,12 @@ impl Collector {
                 Ok(None) => pods_cpu_complete = false,
                 Err(_) => summary.read_errors += 1,
             }
-            match self.memory(&dir, policy) {
+            match read_memory(cgroups, tracked, &dir, buf, policy) {
                 Ok(bytes) => {
-                    put(
+                    put_object(
                         &mut stores.pods,
-                        SeriesKey::of(MetricKind::PodMemoryUsage, uid),
+                        MetricKind::PodMemoryUsage,
+                        uid,
                         bytes,
                         &mut summary,
                     );
@@ -212,26 +262,33 @@ impl Collector {
                     .fold(be_request_milli, i64::saturating_add);
             }
             for container in &pod.containers {
-                let (Some(id), Some(cdir)) = (&container.id, pod.container_dir(&self.paths, container))
-                else {
+                let Some(id) = &container.id else {
                     continue;
                 };
-                let object = id.to_string();
-                seen.insert(object.as_str().into());
-                match self.cpu_rate(&mut next_cpu, &object, &cdir, now) {
-                    Ok(Some(cores)) => put(
+                container_name.clear();
+                // Writing into a String cannot fail.
+                let _ = write!(container_name, "{id}");
+                let object = container_name.as_str();
+                let Some(tracked) = visit(objects, object, round, pod.kube_qos) else {
+                    continue;
+                };
+                let dir = || paths.container_dir(pod.kube_qos, &pod.uid, id);
+                match read_cpu(cgroups, tracked, &dir, buf, now) {
+                    Ok(Some(cores)) => put_object(
                         &mut stores.pods,
-                        SeriesKey::of(MetricKind::ContainerCpuUsage, &object),
+                        MetricKind::ContainerCpuUsage,
+                        object,
                         cores,
                         &mut summary,
                     ),
                     Ok(None) => {}
                     Err(_) => summary.read_errors += 1,
                 }
-                match self.memory(&cdir, policy) {
-                    Ok(bytes) => put(
+                match read_memory(cgroups, tracked, &dir, buf, policy) {
+                    Ok(bytes) => put_object(
                         &mut stores.pods,
-                        SeriesKey::of(MetricKind::ContainerMemoryUsage, &object),
+                        MetricKind::ContainerMemoryUsage,
+                        object,
                         bytes,
                         &mut summary,
                     ),
@@ -239,12 +296,16 @@ impl Collector {
                 }
             }
         }
-        self.prev_cpu = next_cpu;
-        for gone in self.known_objects.difference(&seen) {
-            stores.pods.remove_object(gone);
-            summary.dropped_objects += 1;
-        }
-        self.known_objects = seen;
+        let mut gone = HashSet::new();
+        objects.retain(|name, tracked| {
+            let seen = tracked.round == round;
+            if !seen {
+                gone.insert(name.clone());
+            }
+            seen
+        });
+        stores.pods.remove_objects(&gone);
+        summary.dropped_objects += gone.len();
 
         // Derived series.
         put(
@@ -309,4 +370,103 @@ impl Collector {
             }
         }
     }
+}
+
+/// The object's entry, created on first sight and marked seen in `round`.
+fn visit<'m>(
+    objects: &'m mut HashMap<Box<str>, Tracked>,
+    name: &str,
+    round: u64,
+    kube_qos: KubeQosClass,
+) -> Option<&'m mut Tracked> {
+    if !objects.contains_key(name) {
+        objects.insert(name.into(), Tracked::new(kube_qos));
+    }
+    let tracked = objects.get_mut(name)?;
+    tracked.visit(round, kube_qos);
+    Some(tracked)
+}
+
+/// Reads the file in `slot`, resolving it in `dir()` first when needed. A file that vanished
+/// (its cgroup was removed, e.g. recreated by the runtime) is forgotten, so the next round
+/// resolves and probes it again.
+fn read_slot<T>(
+    cgroups: &Cgroups,
+    slot: &mut Option<CgroupFile>,
+    resource: CgroupResource,
+    dir: &dyn Fn() -> CgroupDir,
+    buf: &mut Vec<u8>,
+    read: impl Fn(&CgroupFile, &mut Vec<u8>) -> Result<T, SystemError>,
+) -> Result<T, SystemError> {
+    let file = match slot.take() {
+        Some(file) => file,
+        None => cgroups.file(resource, &dir())?,
+    };
+    let result = read(&file, buf);
+    if !matches!(result, Err(SystemError::CgroupDirMissing(_))) {
+        *slot = Some(file);
+    }
+    result
+}
+
+/// The object's CPU rate in cores since its previous reading (`None` on its first reading or
+/// when the counter went backwards).
+fn read_cpu(
+    cgroups: &Cgroups,
+    tracked: &mut Tracked,
+    dir: &dyn Fn() -> CgroupDir,
+    buf: &mut Vec<u8>,
+    now: MetricTime,
+) -> Result<Option<f64>, SystemError> {
+    let ns = match read_slot(
+        cgroups,
+        &mut tracked.cpu,
+        CgroupResource::CpuUsage,
+        dir,
+        buf,
+        CgroupFile::read_u64,
+    ) {
+        Ok(ns) => ns,
+        Err(error) => {
+            tracked.prev_cpu = None;
+            return Err(error);
+        }
+    };
+    let rate = tracked.prev_cpu.and_then(|(t, prev)| {
+        let elapsed_ns = (now.as_millis() - t.as_millis()).checked_mul(1_000_000)?;
+        (elapsed_ns > 0).then_some(())?;
+        Some(ns.checked_sub(prev)? as f64 / elapsed_ns as f64)
+    });
+    tracked.prev_cpu = Some((now, ns));
+    Ok(rate)
+}
+
+/// The object's memory under `policy`: usage, minus inactive page cache unless page cache counts.
+fn read_memory(
+    cgroups: &Cgroups,
+    tracked: &mut Tracked,
+    dir: &dyn Fn() -> CgroupDir,
+    buf: &mut Vec<u8>,
+    policy: MemoryCollectPolicy,
+) -> Result<f64, SystemError> {
+    let usage = read_slot(
+        cgroups,
+        &mut tracked.memory_usage,
+        CgroupResource::MemoryUsage,
+        dir,
+        buf,
+        CgroupFile::read_u64,
+    )?;
+    if policy == MemoryCollectPolicy::UsageWithPageCache {
+        return Ok(usage as f64);
+    }
+    let stat = read_slot(
+        cgroups,
+        &mut tracked.memory_stat,
+        CgroupResource::MemoryStat,
+        dir,
+        buf,
+        CgroupFile::read_memory_stat,
+    )?;
+    Ok(stat.working_set(usage) as f64)
 }

@@ -104,7 +104,7 @@ pub enum PsiResource {
 }
 
 /// Identifies a series: what is measured and of which object ("" for node-level series).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SeriesKey {
     /// What is measured.
     pub kind: MetricKind,
@@ -127,5 +127,60 @@ impl SeriesKey {
             kind,
             object: object.into(),
         }
+    }
+}
+
+/// A series key seen through borrowed parts, so the store finds a series by `(kind, &str)`
+/// without allocating the boxed name on every append (collectors append thousands per round).
+/// Hash and equality agree with [`SeriesKey`]'s, as `Borrow` requires.
+pub trait KeyView {
+    /// What is measured.
+    fn kind(&self) -> MetricKind;
+    /// The object ("" for the node).
+    fn object(&self) -> &str;
+}
+
+impl KeyView for SeriesKey {
+    fn kind(&self) -> MetricKind {
+        self.kind
+    }
+    fn object(&self) -> &str {
+        &self.object
+    }
+}
+
+impl KeyView for (MetricKind, &str) {
+    fn kind(&self) -> MetricKind {
+        self.0
+    }
+    fn object(&self) -> &str {
+        self.1
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyView + 'a> for SeriesKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn KeyView + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind().hash(state);
+        self.object().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind() && self.object() == other.object()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+impl std::hash::Hash for SeriesKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self as &dyn KeyView).hash(state);
     }
 }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::series::{Bucket, Series};
-use super::{MetricTime, SeriesKey};
+use super::{KeyView, MetricKind, MetricTime, SeriesKey};
 
 /// Longest object name (pod UID, container ID) a series key may carry.
 pub const MAX_OBJECT_LEN: usize = 256;
@@ -186,13 +186,24 @@ impl MetricStore {
 
     /// Appends a sample. Times must increase per series; non-finite values are refused.
     pub fn append(&mut self, key: &SeriesKey, time: MetricTime, value: f64) -> Result<(), AppendError> {
+        self.append_to(key.kind, &key.object, time, value)
+    }
+
+    /// [`MetricStore::append`] by the key's parts: allocates only when the series is new.
+    pub fn append_to(
+        &mut self,
+        kind: MetricKind,
+        object: &str,
+        time: MetricTime,
+        value: f64,
+    ) -> Result<(), AppendError> {
         if !value.is_finite() {
             return Err(AppendError::NotFinite(value));
         }
-        if key.object.len() > MAX_OBJECT_LEN {
-            return Err(AppendError::ObjectTooLong(key.object.len()));
+        if object.len() > MAX_OBJECT_LEN {
+            return Err(AppendError::ObjectTooLong(object.len()));
         }
-        if let Some(series) = self.series.get_mut(key) {
+        if let Some(series) = self.series.get_mut(&(kind, object) as &dyn KeyView) {
             if let Some(last) = series.last_time()
                 && time <= last
             {
@@ -217,7 +228,7 @@ impl MetricStore {
         let width = i64::try_from(self.config.bucket_width.as_millis()).unwrap_or(i64::MAX);
         let mut series = Series::new(self.config.fine_capacity, self.config.bucket_capacity, width);
         series.push(time.0, value);
-        self.series.insert(key.clone(), series);
+        self.series.insert(SeriesKey::of(kind, object), series);
         Ok(())
     }
 
@@ -301,6 +312,14 @@ impl MetricStore {
     /// Drops every series of `object` (a pod or container known to be gone).
     pub fn remove_object(&mut self, object: &str) {
         self.series.retain(|k, _| &*k.object != object);
+    }
+
+    /// Drops every series of the objects in `gone` in one pass over the store (a round's
+    /// vanished pods and containers together).
+    pub fn remove_objects(&mut self, gone: &std::collections::HashSet<Box<str>>) {
+        if !gone.is_empty() {
+            self.series.retain(|k, _| !gone.contains(&k.object));
+        }
     }
 
     /// Bytes allocated by the store now (map slots, series buffers, key names).

@@ -26,6 +26,25 @@ pub fn parse_flat_keyed(text: &str, what: &'static str) -> Result<BTreeMap<Strin
     Ok(out)
 }
 
+/// Looks up `keys` in a flat keyed file in one pass without allocating: `found[i]` is the
+/// value of the last well-formed `<keys[i]> <u64>` line. Lines are judged as in
+/// [`parse_flat_keyed`].
+pub fn scan_flat_keyed<const N: usize>(text: &str, keys: &[&str; N]) -> [Option<u64>; N] {
+    let mut found = [None; N];
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(key), Some(value), None) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        if let Some(index) = keys.iter().position(|wanted| *wanted == key)
+            && let Ok(value) = value.parse::<u64>()
+        {
+            found[index] = Some(value);
+        }
+    }
+    found
+}
+
 fn key(map: &BTreeMap<String, u64>, name: &str, what: &'static str) -> Result<u64, ParseError> {
     map.get(name)
         .copied()
@@ -96,23 +115,38 @@ pub struct MemoryStat {
 
 impl MemoryStat {
     /// Parses `memory.stat` of the given version. Missing LRU keys are an error.
+    ///
+    /// The file is scanned once for the ten keys used (a v1 file has ~40), without building a
+    /// map: this runs for every pod and container every collection round.
     pub fn parse(text: &str, version: CgroupVersion) -> Result<Self, ParseError> {
         const WHAT: &str = "memory.stat";
-        let map = parse_flat_keyed(text, WHAT)?;
-        let get = |name: &str| -> Result<u64, ParseError> {
+        const KEYS: [&str; 10] = [
+            "inactive_anon",
+            "active_anon",
+            "inactive_file",
+            "active_file",
+            "unevictable",
+            "total_inactive_anon",
+            "total_active_anon",
+            "total_inactive_file",
+            "total_active_file",
+            "total_unevictable",
+        ];
+        let found = scan_flat_keyed(text, &KEYS);
+        let get = |index: usize| -> Result<u64, ParseError> {
             if version == CgroupVersion::V1
-                && let Some(v) = map.get(&format!("total_{name}"))
+                && let Some(v) = found[index + 5]
             {
-                return Ok(*v);
+                return Ok(v);
             }
-            key(&map, name, WHAT)
+            found[index].ok_or_else(|| ParseError::new(WHAT, format!("missing {}", KEYS[index])))
         };
         Ok(Self {
-            inactive_anon: get("inactive_anon")?,
-            active_anon: get("active_anon")?,
-            inactive_file: get("inactive_file")?,
-            active_file: get("active_file")?,
-            unevictable: get("unevictable")?,
+            inactive_anon: get(0)?,
+            active_anon: get(1)?,
+            inactive_file: get(2)?,
+            active_file: get(3)?,
+            unevictable: get(4)?,
         })
     }
 
@@ -200,6 +234,19 @@ mod tests {
             for v in [CgroupVersion::V1, CgroupVersion::V2] {
                 let _ = CpuThrottling::parse(&text, v);
                 let _ = MemoryStat::parse(&text, v);
+            }
+        }
+
+        #[test]
+        fn scanning_agrees_with_the_map(lines in proptest::collection::vec(
+            ("(total_)?(inactive_anon|active_file|x)", "[0-9]{1,4}|-1|z", "( extra)?"), 0..12)
+        ) {
+            let text: String = lines.iter().map(|(k, v, e)| format!("{k} {v}{e}\n")).collect();
+            let keys = ["inactive_anon", "total_inactive_anon", "active_file", "x"];
+            let map = parse_flat_keyed(&text, "t").unwrap_or_default();
+            let scanned = scan_flat_keyed(&text, &keys);
+            for (key, found) in keys.iter().zip(scanned) {
+                proptest::prop_assert_eq!(map.get(*key).copied(), found);
             }
         }
     }

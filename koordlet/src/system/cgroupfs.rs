@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
+use super::cgroup_file::CgroupFile;
 use super::cgroup_stats::{CpuThrottling, MemoryStat};
 use super::psi::PsiStats;
 use super::resource::{self, decode, encode};
@@ -287,28 +288,29 @@ impl Cgroups {
         SystemError::parse(path, e)
     }
 
-    fn read_int(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<i64, SystemError> {
-        match self.read(resource, dir)? {
-            CgroupValue::Int(v) => Ok(v),
-            CgroupValue::Cpus(_) => Err(SystemError::ReadOnly(resource.name())),
-        }
+    /// `resource`'s file in `dir`, resolved and probed now, for repeated reads with a reused
+    /// buffer (the collectors read the same files every round).
+    pub fn file(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<CgroupFile, SystemError> {
+        let path = self.supported_path(resource, dir)?;
+        Ok(CgroupFile::new(resource, self.file_version(resource), path))
     }
 
     /// Cumulative CPU time of the cgroup in ns (`cpuacct.usage` / `cpu.stat usage_usec`).
     pub fn cpu_usage_ns(&self, dir: &CgroupDir) -> Result<u64, SystemError> {
-        Ok(u64::try_from(self.read_int(CgroupResource::CpuUsage, dir)?).unwrap_or(0))
+        self.file(CgroupResource::CpuUsage, dir)?
+            .read_u64(&mut Vec::new())
     }
 
     /// Memory charged to the cgroup in bytes, page cache included.
     pub fn memory_usage_bytes(&self, dir: &CgroupDir) -> Result<u64, SystemError> {
-        Ok(u64::try_from(self.read_int(CgroupResource::MemoryUsage, dir)?).unwrap_or(0))
+        self.file(CgroupResource::MemoryUsage, dir)?
+            .read_u64(&mut Vec::new())
     }
 
     /// The LRU breakdown of `memory.stat`.
     pub fn memory_stat(&self, dir: &CgroupDir) -> Result<MemoryStat, SystemError> {
-        let text = self.read_text(CgroupResource::MemoryStat, dir)?;
-        MemoryStat::parse(&text, self.version())
-            .map_err(|e| self.parse_error(CgroupResource::MemoryStat, dir, e))
+        self.file(CgroupResource::MemoryStat, dir)?
+            .read_memory_stat(&mut Vec::new())
     }
 
     /// CFS throttling counters.

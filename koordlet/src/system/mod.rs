@@ -12,6 +12,7 @@
 //! - [`cgroupfs`]: reading and validated writing of those files, with the cached "supported?" probe.
 //! - [`cpuset`], [`cgroup_stats`], [`proc_stat`], [`meminfo`], [`psi`]: parsers that never panic.
 
+pub mod cgroup_file;
 pub mod cgroup_stats;
 pub mod cgroupfs;
 pub mod cpuset;
@@ -25,6 +26,7 @@ pub mod resource;
 
 use std::path::{Path, PathBuf};
 
+pub use cgroup_file::CgroupFile;
 pub use cgroupfs::{CgroupDir, Cgroups};
 pub use cpuset::CpuSet;
 pub use error::{ParseError, SystemError};

@@ -136,10 +136,8 @@ pub fn decode(
             ));
         }
         (Codec::CpuUsage, CgroupVersion::V2) => {
-            let usec = crate::system::cgroup_stats::parse_flat_keyed(text, "cpu.stat")?
-                .get("usage_usec")
-                .copied()
-                .ok_or_else(|| ParseError::new("cpu.stat", "no usage_usec"))?;
+            let [usec] = crate::system::cgroup_stats::scan_flat_keyed(text, &["usage_usec"]);
+            let usec = usec.ok_or_else(|| ParseError::new("cpu.stat", "no usage_usec"))?;
             i64::try_from(usec.saturating_mul(1000)).unwrap_or(i64::MAX)
         }
         (Codec::CpuMaxQuota, CgroupVersion::V2) => {
