@@ -120,15 +120,27 @@ pub struct ResourceThresholdStrategy {
     #[schemars(range(min = 0))]
     pub memory_allocatable_evict_lower_percent: Option<i64>,
     /// Eviction stops once BE CPU satisfaction is back above this percent (0-100).
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "cpuEvictBESatisfactionUpperPercent")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "cpuEvictBESatisfactionUpperPercent"
+    )]
     #[schemars(range(min = 0, max = 100))]
     pub cpu_evict_be_satisfaction_upper_percent: Option<i64>,
     /// BE pods are evicted when CPU satisfaction falls to this percent (0-100).
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "cpuEvictBESatisfactionLowerPercent")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "cpuEvictBESatisfactionLowerPercent"
+    )]
     #[schemars(range(min = 0, max = 100))]
     pub cpu_evict_be_satisfaction_lower_percent: Option<i64>,
     /// BE usage of its real limit, in percent, required before evicting by satisfaction (0-100).
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "cpuEvictBEUsageThresholdPercent")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "cpuEvictBEUsageThresholdPercent"
+    )]
     #[schemars(range(min = 0, max = 100))]
     pub cpu_evict_be_usage_threshold_percent: Option<i64>,
     /// Window over which satisfaction and BE usage are averaged, in seconds (> 0).
