@@ -382,7 +382,9 @@ async fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn suppressed_busy_be_pod_is_evicted_by_satisfaction() {
     let _serial = SERIAL.lock().await;
-    let env = start(8 << 30, "BECPUEvict=true").await;
+    // The test plays suppress itself (a fixed BE quota) so satisfaction is known exactly: the
+    // fast suppress loop is switched off with its gate.
+    let env = start(8 << 30, "BECPUEvict=true,BECPUSuppress=false").await;
     env.create_pod(ls_pod("web", "web")).await;
     let mut busy = be_pod("be-busy", "20Mi", json!({"koordinator.sh/qosClass": "BE"}));
     busy["metadata"]["annotations"]["sim.koordinator.sh/cpu-load"] = json!("1");
@@ -392,7 +394,7 @@ async fn suppressed_busy_be_pod_is_evicted_by_satisfaction() {
     env.create_pod(busy).await;
     env.wait_running("web").await;
     env.wait_running("be-busy").await;
-    // Suppress (the fast path's job) squeezes BE to half a core: satisfaction 500m / 2000m.
+    // Suppress squeezes BE to half a core: satisfaction 500m / 2000m.
     std::fs::write(env.cpu_file("kubepods/besteffort", "cpu.cfs_quota_us"), "50000").unwrap();
     env.node_slo(json!({"resourceUsedThresholdWithBE": {
         "enable": true, "cpuSuppressPolicy": "cfsQuota",
