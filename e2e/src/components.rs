@@ -7,7 +7,7 @@
 //! use koord_e2e::components::{Components, Selection};
 //! let components = Components::start(cluster, nodes.nodes(), Selection::all()).await?;
 //! // ... drive the cluster ...
-//! components.shutdown().await; // or drop it: every task is stopped
+//! components.shutdown(cluster).await; // or drop it: every task is stopped
 //! # Ok(()) }
 //! ```
 //!
