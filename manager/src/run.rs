@@ -15,7 +15,7 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt, controller,
         events::{Recorder, Reporter},
-        reflector::ObjectRef,
+        reflector::{self, ObjectRef},
         watcher,
     },
 };
@@ -38,6 +38,29 @@ use crate::{
 /// node per controller at once (3,000 on 1,000 nodes), which overruns the client's connection
 /// pool and the API server; failed reconciles then wait out the 15 s retry.
 pub const CONCURRENCY: u16 = 16;
+
+/// Events buffered per subscriber of the shared Node stream before the reflector waits for the
+/// slowest controller.
+const NODE_STREAM_BUFFER: usize = 256;
+
+/// Annotation `kubectl apply` keeps a full copy of the object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no controller reads before a Node enters the shared store: `managedFields` (most
+/// of a Node's bytes, rewritten on every kubelet status update), the image list, attached
+/// volumes and a `kubectl apply` copy of the object. The controllers only write Nodes through
+/// merge patches, so nothing trimmed here can be written back.
+pub fn trim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(annotations) = node.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+    }
+}
 
 /// Name of the leader Lease (upstream's leader election ID).
 pub const LEASE_NAME: &str = "koordinator-manager";
@@ -195,11 +218,20 @@ pub async fn run(
             ctx.leadership.clone(),
         )));
     }
-    let nodes: Api<Node> = Api::all(client.clone());
     let wc = watcher::Config::default();
+    // One Node watch and one trimmed store, shared by the controllers (each `Controller::new`
+    // would keep its own full copy of every Node). Subscribers are made before the watch starts.
+    let (node_store, node_writer) = reflector::store_shared::<Node>(NODE_STREAM_BUFFER);
+    let node_controller = || -> Controller<Node> {
+        match node_writer.subscribe() {
+            Some(trigger) => Controller::for_shared_stream(trigger, node_store.clone()),
+            // `store_shared` always makes a subscribable writer; keep a working fallback anyway.
+            None => Controller::new(Api::<Node>::all(client.clone()), wc.clone()),
+        }
+    };
     let mut tasks = Vec::new();
     if args.controllers.contains(&ControllerName::Nodeslo) {
-        let controller = Controller::new(nodes.clone(), wc.clone())
+        let controller = node_controller()
             .owns(Api::<NodeSLO>::all(client.clone()), wc.clone())
             .with_config(controller::Config::default().concurrency(CONCURRENCY))
             .reconcile_all_on(broadcast_stream(&changed))
@@ -212,7 +244,7 @@ pub async fn run(
         tasks.push(tokio::spawn(drain(nodeslo::NAME, controller)));
     }
     if args.controllers.contains(&ControllerName::Nodemetric) {
-        let controller = Controller::new(nodes.clone(), wc.clone())
+        let controller = node_controller()
             .owns(Api::<NodeMetric>::all(client.clone()), wc.clone())
             .with_config(controller::Config::default().concurrency(CONCURRENCY))
             .reconcile_all_on(broadcast_stream(&changed))
@@ -243,7 +275,7 @@ pub async fn run(
         ));
         // A second, trigger-only watch: a report reconciles its node. If it overtakes the index
         // above, the next resync picks the report up.
-        let controller = Controller::new(nodes.clone(), wc.clone())
+        let controller = node_controller()
             .watches(
                 Api::<NodeMetric>::all(client.clone()),
                 wc.clone(),
@@ -259,6 +291,17 @@ pub async fn run(
             );
         tasks.push(tokio::spawn(drain(noderesource::NAME, controller)));
     }
+    let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
+        .default_backoff()
+        .modify(trim_node)
+        .reflect_shared(node_writer)
+        .for_each(|event| {
+            if let Err(error) = event {
+                tracing::warn!(%error, "node watch failed; retrying");
+            }
+            futures::future::ready(())
+        });
+    background.push(tokio::spawn(node_events));
     for task in tasks {
         if let Err(error) = task.await {
             tracing::error!(%error, "controller task failed");
@@ -268,4 +311,55 @@ pub async fn run(
         task.abort();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::{
+        api::core::v1::{ContainerImage, NodeStatus},
+        apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ManagedFieldsEntry},
+    };
+
+    #[test]
+    fn trim_node_keeps_what_the_controllers_read() {
+        let mut node = Node::default();
+        node.metadata.name = Some("n1".into());
+        node.metadata.resource_version = Some("7".into());
+        node.metadata.labels = Some([("pool".to_string(), "a".to_string())].into());
+        node.metadata.annotations = Some(
+            [
+                (LAST_APPLIED.to_string(), "{\"big\":true}".to_string()),
+                ("node.koordinator.sh/reservation".to_string(), "{}".to_string()),
+            ]
+            .into(),
+        );
+        node.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubelet".into()),
+            ..Default::default()
+        }]);
+        let capacity: std::collections::BTreeMap<String, Quantity> =
+            [("cpu".to_string(), Quantity("4".into()))].into();
+        node.status = Some(NodeStatus {
+            capacity: Some(capacity.clone()),
+            allocatable: Some(capacity.clone()),
+            images: Some(vec![ContainerImage {
+                names: Some(vec!["registry/app:1".into()]),
+                size_bytes: Some(1),
+            }]),
+            volumes_in_use: Some(vec!["v".into()]),
+            ..Default::default()
+        });
+        trim_node(&mut node);
+        assert_eq!(node.metadata.managed_fields, None);
+        assert_eq!(node.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(node.labels().get("pool").map(String::as_str), Some("a"));
+        assert!(!node.annotations().contains_key(LAST_APPLIED));
+        assert!(node.annotations().contains_key("node.koordinator.sh/reservation"));
+        let status = node.status.as_ref().expect("status kept");
+        assert_eq!(status.capacity.as_ref(), Some(&capacity));
+        assert_eq!(status.allocatable.as_ref(), Some(&capacity));
+        assert_eq!(status.images, None);
+        assert_eq!(status.volumes_in_use, None);
+    }
 }
