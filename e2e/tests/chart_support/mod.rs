@@ -31,11 +31,20 @@ pub fn helm() -> Option<PathBuf> {
         .chain([Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/helm/helm")])
         .chain(
             std::env::var_os("PATH")
-                .map(|p| std::env::split_paths(&p).map(|d| d.join("helm")).collect::<Vec<_>>())
+                .map(|p| {
+                    std::env::split_paths(&p)
+                        .map(|d| d.join("helm"))
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default(),
         );
     for candidate in candidates {
-        if candidate.is_file() && Command::new(&candidate).arg("version").output().is_ok_and(|o| o.status.success()) {
+        if candidate.is_file()
+            && Command::new(&candidate)
+                .arg("version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        {
             return Some(candidate);
         }
     }
@@ -48,9 +57,18 @@ pub fn run_helm(helm: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(helm)
         .args(args)
         // No user configuration or cache leaks into the run.
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("koord-chart-test-helm"))
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("koord-chart-test-helm"))
-        .env("HELM_DATA_HOME", std::env::temp_dir().join("koord-chart-test-helm"))
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("koord-chart-test-helm"),
+        )
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("koord-chart-test-helm"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("koord-chart-test-helm"),
+        )
         .output()
         .expect("running helm");
     (
@@ -107,14 +125,18 @@ impl Rendered {
 
     /// Whether an object of `kind` named `name` was rendered.
     pub fn has(&self, kind: &str, name: &str) -> bool {
-        self.objects.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        self.objects
+            .iter()
+            .any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
     }
 
     /// Count per kind.
     pub fn kinds(&self) -> BTreeMap<String, usize> {
         let mut kinds = BTreeMap::new();
         for object in &self.objects {
-            *kinds.entry(object["kind"].as_str().unwrap_or("").to_string()).or_default() += 1;
+            *kinds
+                .entry(object["kind"].as_str().unwrap_or("").to_string())
+                .or_default() += 1;
         }
         kinds
     }
@@ -153,7 +175,11 @@ pub fn container_env(container: &Value) -> BTreeMap<String, String> {
 pub fn container_argv(program: &str, container: &Value) -> Vec<String> {
     let env = container_env(container);
     let mut argv = vec![program.to_string()];
-    for arg in container["args"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for arg in container["args"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         let mut text = arg.as_str().unwrap().to_string();
         for (name, value) in &env {
             text = text.replace(&format!("$({name})"), value);
@@ -238,13 +264,23 @@ impl Access {
             None => resource.to_string(),
         };
         // A create names no object for RBAC: the name is in the body.
-        let name = if verb == "create" && sub.is_none() { None } else { name };
+        let name = if verb == "create" && sub.is_none() {
+            None
+        } else {
+            name
+        };
         Some(Access::new(group, &resource, verb, namespace, name))
     }
 }
 
 fn list(value: &Value) -> Vec<&str> {
-    value.as_array().map(Vec::as_slice).unwrap_or_default().iter().filter_map(Value::as_str).collect()
+    value
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 /// Whether one PolicyRule allows `access`.
@@ -261,10 +297,17 @@ pub fn rule_allows(rule: &Value, access: &Access) -> bool {
 
 /// The rules that apply to ServiceAccount `namespace/name` at `scope` (None: cluster-wide
 /// requests, only ClusterRoleBindings count; Some(ns): RoleBindings in ns count too).
-pub fn rules_for<'a>(rendered: &'a Rendered, sa_namespace: &str, sa_name: &str, scope: Option<&str>) -> Vec<&'a Value> {
+pub fn rules_for<'a>(
+    rendered: &'a Rendered,
+    sa_namespace: &str,
+    sa_name: &str,
+    scope: Option<&str>,
+) -> Vec<&'a Value> {
     let bound = |binding: &Value| {
         binding["subjects"].as_array().is_some_and(|subjects| {
-            subjects.iter().any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa_name && s["namespace"] == sa_namespace)
+            subjects.iter().any(|s| {
+                s["kind"] == "ServiceAccount" && s["name"] == sa_name && s["namespace"] == sa_namespace
+            })
         })
     };
     let role = |kind: &str, name: &str, namespace: Option<&str>| {
@@ -275,9 +318,18 @@ pub fn rules_for<'a>(rendered: &'a Rendered, sa_namespace: &str, sa_name: &str, 
         })
     };
     let mut rules = Vec::new();
-    for binding in rendered.of_kind("ClusterRoleBinding").into_iter().filter(|b| bound(b)) {
-        let target = role("ClusterRole", binding["roleRef"]["name"].as_str().unwrap(), None)
-            .unwrap_or_else(|| panic!("ClusterRoleBinding {} refers to a missing ClusterRole", binding["metadata"]["name"]));
+    for binding in rendered
+        .of_kind("ClusterRoleBinding")
+        .into_iter()
+        .filter(|b| bound(b))
+    {
+        let target =
+            role("ClusterRole", binding["roleRef"]["name"].as_str().unwrap(), None).unwrap_or_else(|| {
+                panic!(
+                    "ClusterRoleBinding {} refers to a missing ClusterRole",
+                    binding["metadata"]["name"]
+                )
+            });
         rules.extend(target["rules"].as_array().unwrap());
     }
     if let Some(ns) = scope {
@@ -312,7 +364,11 @@ pub fn granted(rendered: &Rendered, sa_name: &str) -> Vec<(String, String, Strin
         .of_kind("ClusterRoleBinding")
         .into_iter()
         .chain(rendered.of_kind("RoleBinding"))
-        .filter(|b| b["subjects"].as_array().is_some_and(|s| s.iter().any(|s| s["name"] == sa_name)));
+        .filter(|b| {
+            b["subjects"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s["name"] == sa_name))
+        });
     for binding in bindings {
         let kind = binding["roleRef"]["kind"].as_str().unwrap();
         let role = rendered.get(kind, binding["roleRef"]["name"].as_str().unwrap());
@@ -320,7 +376,12 @@ pub fn granted(rendered: &Rendered, sa_name: &str) -> Vec<(String, String, Strin
             for group in list(&rule["apiGroups"]) {
                 for resource in list(&rule["resources"]) {
                     for verb in list(&rule["verbs"]) {
-                        out.push((format!("{kind}/{}", role["metadata"]["name"].as_str().unwrap()), group.into(), resource.into(), verb.into()));
+                        out.push((
+                            format!("{kind}/{}", role["metadata"]["name"].as_str().unwrap()),
+                            group.into(),
+                            resource.into(),
+                            verb.into(),
+                        ));
                     }
                 }
             }
@@ -329,12 +390,19 @@ pub fn granted(rendered: &Rendered, sa_name: &str) -> Vec<(String, String, Strin
     out
 }
 
+/// Requests a client sent: (method, path with query).
+pub type RequestLog = Arc<Mutex<Vec<(String, String)>>>;
+
 /// A kube client that records every request it sends (method and path with query).
-pub fn recording_client(config: kube::Config) -> (kube::Client, Arc<Mutex<Vec<(String, String)>>>) {
-    let log: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+pub fn recording_client(config: kube::Config) -> (kube::Client, RequestLog) {
+    let log: RequestLog = Arc::default();
     let sink = log.clone();
     let layer = tower::util::MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
-        let target = request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+        let target = request
+            .uri()
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
         sink.lock().unwrap().push((request.method().to_string(), target));
         request
     });
@@ -365,16 +433,46 @@ mod tests {
     #[test]
     fn requests_map_to_rbac_accesses() {
         let cases = [
-            ("GET", "/api/v1/nodes?watch=true&resourceVersion=1", Access::new("", "nodes", "watch", None, None)),
-            ("GET", "/api/v1/namespaces", Access::new("", "namespaces", "list", None, None)),
-            ("GET", "/api/v1/namespaces/ns1", Access::new("", "namespaces", "get", None, Some("ns1"))),
-            ("PATCH", "/api/v1/nodes/n1/status", Access::new("", "nodes/status", "patch", None, Some("n1"))),
-            ("POST", "/api/v1/namespaces/a/pods/p/eviction", Access::new("", "pods/eviction", "create", Some("a"), Some("p"))),
-            ("POST", "/api/v1/namespaces/a/secrets", Access::new("", "secrets", "create", Some("a"), None)),
+            (
+                "GET",
+                "/api/v1/nodes?watch=true&resourceVersion=1",
+                Access::new("", "nodes", "watch", None, None),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces",
+                Access::new("", "namespaces", "list", None, None),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/ns1",
+                Access::new("", "namespaces", "get", None, Some("ns1")),
+            ),
+            (
+                "PATCH",
+                "/api/v1/nodes/n1/status",
+                Access::new("", "nodes/status", "patch", None, Some("n1")),
+            ),
+            (
+                "POST",
+                "/api/v1/namespaces/a/pods/p/eviction",
+                Access::new("", "pods/eviction", "create", Some("a"), Some("p")),
+            ),
+            (
+                "POST",
+                "/api/v1/namespaces/a/secrets",
+                Access::new("", "secrets", "create", Some("a"), None),
+            ),
             (
                 "PUT",
                 "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/m",
-                Access::new("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update", None, Some("m")),
+                Access::new(
+                    "admissionregistration.k8s.io",
+                    "mutatingwebhookconfigurations",
+                    "update",
+                    None,
+                    Some("m"),
+                ),
             ),
             (
                 "GET",
@@ -383,9 +481,16 @@ mod tests {
             ),
         ];
         for (method, path, expected) in cases {
-            assert_eq!(Access::from_request(method, path), Some(expected), "{method} {path}");
+            assert_eq!(
+                Access::from_request(method, path),
+                Some(expected),
+                "{method} {path}"
+            );
         }
-        assert_eq!(Access::from_request("GET", "/apis/slo.koordinator.sh/v1alpha1"), None);
+        assert_eq!(
+            Access::from_request("GET", "/apis/slo.koordinator.sh/v1alpha1"),
+            None
+        );
         assert_eq!(Access::from_request("GET", "/version"), None);
     }
 }
