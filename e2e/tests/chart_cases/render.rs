@@ -326,3 +326,81 @@ fn container_args_are_accepted_by_each_component_cli() {
     );
     assert_eq!(format!("{:?}", webhook.log_format), "Text");
 }
+
+/// Seed 000's `cpu-burst-config` (with `podStrategies`) and seed 001's thresholds, as values.
+const SEED_VALUES: &str = r#"
+sloConfig:
+  colocationConfig:
+    enable: true
+    cpuReclaimThresholdPercent: 60
+    memoryReclaimThresholdPercent: 65
+    degradeTimeMinutes: 15
+  resourceThresholdConfig:
+    clusterStrategy:
+      enable: true
+      memoryEvictThresholdPercent: 70
+  cpuBurstConfig:
+    clusterStrategy:
+      policy: none
+    nodeStrategies:
+      - nodeSelector:
+          matchLabels:
+            kubernetes.io/hostname: ci-testing-worker
+        cpuBurstStrategy:
+          policy: auto
+          cpuBurstPercent: 200
+          cfsQuotaBurstPercent: 300
+          cfsQuotaBurstPeriodSeconds: 6
+    podStrategies:
+      - namespace: frontend
+        podSelector:
+          matchLabels:
+            app: payment
+        overridePod: true
+        cpuBurstConfig:
+          policy: auto
+          cpuBurstPercent: 100
+          cfsQuotaBurstPercent: 600
+          cfsQuotaBurstPeriodSeconds: 10
+"#;
+
+fn config_data(rendered: &Rendered) -> BTreeMap<String, String> {
+    serde_json::from_value(rendered.of_kind("ConfigMap")[0]["data"].clone()).unwrap()
+}
+
+#[test]
+fn the_rendered_slo_controller_config_passes_the_webhooks_validation() {
+    let Some(helm) = chart_support::helm() else { return };
+    let no_nodes = BTreeMap::new();
+    let defaults = config_data(&render(&helm, &[]));
+    assert_eq!(
+        defaults.keys().collect::<Vec<_>>(),
+        ["colocation-config", "resource-threshold-config"],
+        "upstream's shipped keys"
+    );
+    let violations = koord_webhook::validate::configmap::validate_slo_config_with_nodes(&defaults, &no_nodes);
+    assert!(violations.is_empty(), "{violations:?}");
+
+    // Values become each key's JSON unchanged (numbers stay integers, lists keep their order).
+    let seeded = config_data(&chart_support::render_values(&helm, SEED_VALUES));
+    let violations = koord_webhook::validate::configmap::validate_slo_config_with_nodes(&seeded, &no_nodes);
+    assert!(violations.is_empty(), "{violations:?}");
+    let values: Value = serde_yaml::from_str(SEED_VALUES).unwrap();
+    for (key, value_key) in [
+        ("colocation-config", "colocationConfig"),
+        ("resource-threshold-config", "resourceThresholdConfig"),
+        ("cpu-burst-config", "cpuBurstConfig"),
+    ] {
+        let rendered: Value = serde_json::from_str(&seeded[key]).unwrap();
+        assert_eq!(rendered, values["sloConfig"][value_key], "{key}");
+    }
+    assert!(seeded["cpu-burst-config"].contains("\"cfsQuotaBurstPeriodSeconds\": 10"));
+
+    // A value the webhook would reject is caught by the same validation.
+    let broken = config_data(&chart_support::render_values(
+        &helm,
+        "sloConfig:\n  colocationConfig:\n    cpuReclaimThresholdPercent: -1\n",
+    ));
+    let violations = koord_webhook::validate::configmap::validate_slo_config_with_nodes(&broken, &no_nodes);
+    assert!(!violations.is_empty());
+}

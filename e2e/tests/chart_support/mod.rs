@@ -103,6 +103,31 @@ pub fn render(helm: &Path, set: &[&str]) -> Rendered {
     Rendered { objects }
 }
 
+/// `helm template` with a values file holding `values` (YAML).
+pub fn render_values(helm: &Path, values: &str) -> Rendered {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("values.yaml");
+    std::fs::write(&file, values).expect("writing values");
+    let chart = chart_dir();
+    let args = [
+        "template",
+        "koord",
+        chart.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        file.to_str().unwrap(),
+    ];
+    let (ok, stdout, stderr) = run_helm(helm, &args);
+    assert!(ok, "helm template -f {values}: {stderr}");
+    let objects = koord_testcluster::parse_documents(&stdout)
+        .unwrap_or_else(|e| panic!("rendered YAML does not parse: {e}"))
+        .into_iter()
+        .filter(|o| !o.is_null())
+        .collect();
+    Rendered { objects }
+}
+
 /// The objects one rendering produced.
 pub struct Rendered {
     /// Every document, in helm's order.
