@@ -4,8 +4,11 @@
 //!
 //! As the chart: pod webhooks `failurePolicy: Ignore`, namespaces labelled `control-plane`
 //! excluded, pod UPDATE mutation only for pods labelled `pod.koordinator.sh/mutating-update:
-//! "true"`; the slo-controller-config ConfigMap webhook fails closed (`Fail`). Timeouts are 5 s
-//! (the chart's 30 s would only slow failing tests down).
+//! "true"`; the slo-controller-config ConfigMap webhook fails closed (`Fail`). Timeouts are 5 s,
+//! as in the chart. The chart's namespaceSelectors also exclude `kube-system` and the release
+//! namespace by `kubernetes.io/metadata.name` (a label the embedded API server does not set) and
+//! scope the ConfigMap webhook to the config namespace; `tests/chart.rs` checks that everything
+//! else here equals the chart.
 
 use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::{

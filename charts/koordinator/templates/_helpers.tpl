@@ -1,0 +1,91 @@
+{{/*
+Shared helpers. Object names are fixed (upstream's), see values.yaml.
+*/}}
+
+{{/* The namespace of the slo-controller-config ConfigMap and of the manager's Lease. */}}
+{{- define "koordinator.configNamespace" -}}
+{{- default .Release.Namespace .Values.configNamespace -}}
+{{- end -}}
+
+{{/* Chart label value. */}}
+{{- define "koordinator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every object; call with (dict "ctx" $ "component" "manager"). */}}
+{{- define "koordinator.labels" -}}
+helm.sh/chart: {{ include "koordinator.chart" .ctx }}
+app.kubernetes.io/name: koordinator
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: koordinator
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of a component's pods (stable across upgrades). */}}
+{{- define "koordinator.selectorLabels" -}}
+app.kubernetes.io/name: koordinator
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* metadata.annotations from commonAnnotations, when any. */}}
+{{- define "koordinator.annotations" -}}
+{{- with .Values.commonAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
+{{- end -}}
+
+{{/* image reference; call with (dict "ctx" $ "image" .Values.manager.image). */}}
+{{- define "koordinator.image" -}}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+
+{{/* The koordlet feature gates flag value from the map, sorted by name. */}}
+{{- define "koordinator.featureGates" -}}
+{{- $gates := list -}}
+{{- range $name, $on := .Values.koordlet.featureGates -}}
+{{- $gates = append $gates (printf "%s=%t" $name (eq (toString $on) "true")) -}}
+{{- end -}}
+{{- join "," $gates -}}
+{{- end -}}
+
+{{/* Fails rendering on values the components would reject at start. */}}
+{{- define "koordinator.validate" -}}
+{{- if not (has .Values.logFormat (list "text" "json")) -}}
+{{- fail (printf "logFormat must be text or json, not %q" .Values.logFormat) -}}
+{{- end -}}
+{{- if not (has .Values.webhook.certs.mode (list "secret" "certManager")) -}}
+{{- fail (printf "webhook.certs.mode must be secret or certManager, not %q" .Values.webhook.certs.mode) -}}
+{{- end -}}
+{{- if not (has .Values.koordlet.cgroupDriver (list "auto" "cgroupfs" "systemd")) -}}
+{{- fail (printf "koordlet.cgroupDriver must be auto, cgroupfs or systemd, not %q" .Values.koordlet.cgroupDriver) -}}
+{{- end -}}
+{{- if not (has .Values.koordlet.podsSource (list "kubelet" "apiserver")) -}}
+{{- fail (printf "koordlet.podsSource must be kubelet or apiserver, not %q" .Values.koordlet.podsSource) -}}
+{{- end -}}
+{{- range list .Values.webhook.podWebhooks .Values.webhook.configMapWebhook .Values.webhook.profileWebhook -}}
+{{- if not (has .failurePolicy (list "Ignore" "Fail")) -}}
+{{- fail (printf "webhook failurePolicy must be Ignore or Fail, not %q" .failurePolicy) -}}
+{{- end -}}
+{{- if or (lt (int .timeoutSeconds) 1) (gt (int .timeoutSeconds) 30) -}}
+{{- fail (printf "webhook timeoutSeconds must be 1-30, not %v" .timeoutSeconds) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Namespaces whose pods the pod webhooks never see. */}}
+{{- define "koordinator.excludedNamespaces" -}}
+{{- $names := list "kube-system" .Release.Namespace -}}
+{{- range .Values.webhook.excludedNamespaces -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- toJson ($names | uniq) -}}
+{{- end -}}
