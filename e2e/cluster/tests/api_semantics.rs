@@ -38,6 +38,19 @@ async fn create_get_list_sets_server_metadata() {
     );
     let missing = pods.get("nope").await.unwrap_err();
     assert!(matches!(missing, kube::Error::Api(ref s) if s.code == 404 && s.reason == "NotFound"));
+    // Namespaces carry the name label a real API server adds (webhook namespace selectors).
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get(&ns)
+        .await
+        .unwrap();
+    assert_eq!(
+        namespace
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("kubernetes.io/metadata.name"),
+        Some(&ns)
+    );
     // Namespaced object in a namespace that does not exist.
     let ghost: Api<Pod> = Api::namespaced(client.clone(), &unique("ghost"));
     let err = ghost

@@ -15,11 +15,9 @@ async fn apply_kinds(cluster: &TestCluster, rendered: &Rendered, kinds: &[&str])
     }
 }
 
-/// A namespace as a real API server creates it: with the `kubernetes.io/metadata.name` label
-/// (which the embedded server does not add by itself).
+/// A namespace with `labels`; the embedded server adds `kubernetes.io/metadata.name` as a real
+/// API server does, which the chart's namespace selectors rely on.
 async fn namespace(cluster: &TestCluster, name: &str, labels: Value) {
-    let mut labels = labels.as_object().cloned().unwrap_or_default();
-    labels.insert("kubernetes.io/metadata.name".into(), json!(name));
     cluster
         .apply_object(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}),

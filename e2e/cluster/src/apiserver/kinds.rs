@@ -90,6 +90,30 @@ fn set(obj: &mut Value, pointer: &str, value: Value) {
     *cur = value;
 }
 
+/// Label every Namespace carries on a real API server (since 1.21), which namespace selectors
+/// of webhook configurations rely on.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Sets `kubernetes.io/metadata.name` to the namespace's name, as the API server does.
+pub fn label_namespace_name(obj: &mut Value) {
+    let Some(name) = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return;
+    };
+    if obj
+        .pointer("/metadata/labels")
+        .is_none_or(|labels| !labels.is_object())
+    {
+        set(obj, "/metadata/labels", json!({}));
+    }
+    if let Some(labels) = obj.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+        labels.insert(NAMESPACE_NAME_LABEL.to_string(), json!(name));
+    }
+}
+
 fn set_default(obj: &mut Value, pointer: &str, value: Value) {
     if obj.pointer(pointer).is_none_or(Value::is_null) {
         set(obj, pointer, value);
@@ -121,7 +145,10 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
             let qos = obj.get("spec").map(qos_class).unwrap_or("BestEffort");
             set(obj, "/status", json!({"phase": "Pending", "qosClass": qos}));
         }
-        ("", "namespaces") => set(obj, "/status", json!({"phase": "Active"})),
+        ("", "namespaces") => {
+            set(obj, "/status", json!({"phase": "Active"}));
+            label_namespace_name(obj);
+        }
         ("scheduling.k8s.io", "priorityclasses") => {
             set_default(obj, "/preemptionPolicy", json!("PreemptLowerPriority"));
             set_default(obj, "/globalDefault", json!(false));

@@ -39,6 +39,7 @@ impl ApiServer {
         if let Some(info) = registry.get(&GroupResource::new("", "namespaces")) {
             for ns in DEFAULT_NAMESPACES {
                 let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}});
+                super::kinds::label_namespace_name(&mut obj);
                 if prepare_create(&info, None, &mut obj).is_ok() {
                     let _ = server
                         .store
