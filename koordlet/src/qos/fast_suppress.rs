@@ -27,7 +27,9 @@ use std::time::Duration;
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-use super::cpu_suppress::{self, BeCgroups, Budget, CpuPools, CpuUsage, QuotaDecision, SuppressInput};
+use super::cpu_suppress::{
+    self, BeCgroups, Budget, CpuPools, CpuUsage, QuotaDecision, SuppressInput, SuppressPlan,
+};
 
 /// Default tick of the fast loop.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(50);
@@ -97,6 +99,20 @@ pub struct CpusetSize {
     pub current: usize,
     /// CPUs BE may ever use (all minus LSE, reserved, exclusive SYSTEM).
     pub available: usize,
+    /// Smallest BE cpuset ([`CpuPools::min_cpus`]).
+    pub min: usize,
+}
+
+/// What the fast loop needs for policy `cpuset` besides its counters, kept up to date by the
+/// slower QoS round (which has the pod list and the topology): the BE cgroup dirs (besteffort,
+/// BE pods, their containers; current values are read by the loop when it writes) and the CPU
+/// pools (topology, reserved, LSE, LSR, exclusive SYSTEM CPUs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpusetScope {
+    /// The besteffort tree (dirs).
+    pub be: BeCgroups,
+    /// CPU topology and owners.
+    pub pools: CpuPools,
 }
 
 /// What the caller should do after a tick.
@@ -217,12 +233,46 @@ impl FastSuppress {
 
     /// The budget from the current smoothed usage.
     pub fn budget(&self, strategy: &ResourceThresholdStrategy, node: NodeCpu) -> Budget {
+        self.with_input(
+            strategy,
+            node,
+            &self.no_cgroups,
+            &self.no_cpus,
+            cpu_suppress::budget,
+        )
+    }
+
+    /// The full [`cpu_suppress::decide`] on the current smoothed usage with the BE tree's
+    /// current values `be` and the CPU pools: the topology-aware cpuset selection and its
+    /// writes in safe order, plus the restore of whatever the policy does not use (quota −1
+    /// under `cpuset`, the full BE cpuset under `cfsQuota`). `strategy` `None` (suppress off)
+    /// gives the restore of both.
+    pub fn full_plan(
+        &self,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+        be: &BeCgroups,
+        pools: &CpuPools,
+    ) -> SuppressPlan {
+        let off = ResourceThresholdStrategy::default();
+        let strategy = strategy.filter(|s| s.enable == Some(true)).unwrap_or(&off);
+        self.with_input(strategy, node, be, pools, cpu_suppress::decide)
+    }
+
+    fn with_input<T>(
+        &self,
+        strategy: &ResourceThresholdStrategy,
+        node: NodeCpu,
+        cgroups: &BeCgroups,
+        cpus: &CpuPools,
+        f: impl FnOnce(&SuppressInput<'_>) -> T,
+    ) -> T {
         let u = self.usage;
         let pods = [CpuUsage {
             be: false,
             usage_milli: u.non_be_milli,
         }];
-        cpu_suppress::budget(&SuppressInput {
+        f(&SuppressInput {
             strategy,
             capacity_milli: node.capacity_milli,
             reserved_milli: node.reserved_milli,
@@ -231,8 +281,8 @@ impl FastSuppress {
             node_usage_milli: u.non_be_milli.saturating_add(u.system_milli),
             pods: &pods,
             host_apps: &[],
-            cgroups: &self.no_cgroups,
-            cpus: &self.no_cpus,
+            cgroups,
+            cpus,
         })
     }
 
@@ -290,15 +340,8 @@ impl FastSuppress {
                 }
             }
             CpuSuppressPolicy::Cpuset => {
-                let wanted = usize::try_from(
-                    budget
-                        .budget_milli
-                        .clamp(0, budget.capacity_milli)
-                        .saturating_add(999)
-                        / 1000,
-                )
-                .unwrap_or(0)
-                .max(cpu_suppress::MIN_BE_CPUS);
+                let min = cpus.map_or(cpu_suppress::MIN_BE_CPUS, |c| c.min);
+                let wanted = cpu_suppress::wanted_cpus(&budget, min);
                 let reachable = cpus.map_or(wanted, |c| wanted.min(c.available.max(1)));
                 match cpus.map(|c| c.current) {
                     Some(n) if n == reachable => FastAction::Idle,

@@ -200,6 +200,7 @@ fn cpuset_policy_asks_for_a_resize_only_when_the_count_changes() {
         Some(CpusetSize {
             current,
             available: 4,
+            min: 2,
         })
     };
     f.tick(feed.next(0, 0, 0), Some(&s), NODE, None, size(4));
@@ -226,6 +227,7 @@ fn cpuset_policy_asks_for_a_resize_only_when_the_count_changes() {
     let few = Some(CpusetSize {
         current: 2,
         available: 2,
+        min: 2,
     });
     g.tick(feed.next(0, 0, 0), Some(&s), NODE, None, few);
     assert_eq!(

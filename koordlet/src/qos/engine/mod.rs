@@ -377,6 +377,25 @@ fn suppress(
     }))
 }
 
+/// What the fast suppress loop needs for policy `cpuset`: the BE cgroup dirs (values left
+/// out: the loop reads what it needs when it writes) and the CPU pools.
+pub fn cpuset_scope(input: &EngineInput<'_>) -> super::fast_suppress::CpusetScope {
+    let mut be = build::be_cgroups(input);
+    let strip = |c: &mut cpu_suppress::CgroupState| {
+        c.cfs_quota_us = None;
+        c.cpuset = None;
+    };
+    strip(&mut be.besteffort);
+    for p in &mut be.pods {
+        strip(&mut p.pod);
+        p.containers.iter_mut().for_each(strip);
+    }
+    super::fast_suppress::CpusetScope {
+        be,
+        pools: build::cpu_pools(input),
+    }
+}
+
 fn burst(input: &EngineInput<'_>) -> Result<BurstPlan, String> {
     if let Some(r) = gate_off(input.gates, "CPUBurst") {
         return Err(r);
