@@ -238,7 +238,10 @@ impl SuppressLoop {
     }
 
     /// Takes [`CpusetScope`] updates from the QoS round (policy `cpuset` needs them).
-    pub fn with_scope_updates(mut self, updates: watch::Receiver<Option<Arc<CpusetScope>>>) -> Self {
+    pub fn with_scope_updates(mut self, mut updates: watch::Receiver<Option<Arc<CpusetScope>>>) -> Self {
+        // The value already in the channel counts as seen by a new receiver: take it now.
+        let current = updates.borrow_and_update().clone();
+        self.set_cpuset_scope(current);
         self.scope_updates = Some(updates);
         self
     }
