@@ -629,7 +629,11 @@ fn fast_suppress_cpuset_reaction_latency() {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let reacted = all_written.len();
+    let mut worst: Vec<(usize, f64)> = all_written.iter().copied().enumerate().collect();
+    worst.sort_by(|a, b| b.1.total_cmp(&a.1));
+    worst.truncate(3);
     println!("fast suppress reaction latency, cpuset, tick {TICK:?}, {reps} reps, min BE cpus 1");
+    println!("slowest (rep, ms) to all BE cpusets written: {worst:?}");
     println!(
         "node {capacity}m ({all} CPUs), threshold 65 %: BE {all} CPUs with LS idle -> 1 with LS at one core"
     );
