@@ -57,6 +57,8 @@ pub struct QosLoop {
     /// `namespace/name` of pods whose burst policy was not `none` last round (read again when
     /// it becomes `none`, so their scaled quota is reset).
     burst_recent: HashSet<String>,
+    /// Last CPU time reading per host application.
+    host_app_cpu: HashMap<String, (Instant, u64)>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
@@ -109,6 +111,7 @@ impl QosLoop {
             last_skips: HashMap::new(),
             cpuset_scope: None,
             burst_recent: HashSet::new(),
+            host_app_cpu: HashMap::new(),
         }
     }
 
@@ -143,6 +146,14 @@ impl QosLoop {
                 be_window,
             )
         };
+        let mut usage = usage;
+        usage.host_apps = gather::host_app_usage(
+            &self.cgroups,
+            slo.and_then(|s| s.host_applications.as_deref()).unwrap_or(&[]),
+            &self.paths,
+            &mut self.host_app_cpu,
+            Instant::now(),
+        );
         let scope = engine::ReadScope {
             be_pods: self.config.apply_cpu_suppress,
             burst: slo

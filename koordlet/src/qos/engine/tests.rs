@@ -340,3 +340,41 @@ fn removed_pod_strategy_resets_burst_and_scaled_quota() {
         Some(cpu_burst::QuotaOp::Reset)
     );
 }
+
+/// Host applications enter the budget: non-BE ones are subtracted on their own and leave the
+/// system share; a BE one (QoS BE under besteffort) only leaves the system share.
+#[test]
+fn suppress_budget_subtracts_non_be_host_applications() {
+    let mut w = World::new(
+        vec![],
+        Some(slo(json!({"resourceUsedThresholdWithBE": {
+            "enable": true, "cpuSuppressPolicy": "cfsQuota", "cpuSuppressThresholdPercent": 65}}))),
+        "",
+    );
+    w.usage.node_cpu_milli = Some(4000.0);
+    w.usage.host_apps = vec![
+        HostAppUsage {
+            name: "nginx".into(),
+            be: false,
+            cpu_milli: 1500.0,
+        },
+        HostAppUsage {
+            name: "batch-agent".into(),
+            be: true,
+            cpu_milli: 500.0,
+        },
+    ];
+    let plan = w.run();
+    let b = plan.strategies.cpu_suppress.ran().unwrap().plan.budget.unwrap();
+    assert_eq!(b.host_app_non_be_milli, 1500);
+    // system = 4000 − 0 pods − 2000 host apps = 2000.
+    assert_eq!(b.system_milli, 2000);
+    // 8000 × 65 % − 1500 − 2000 = 1700 (without host apps it would be 5200 − 4000 = 1200: the
+    // BE host app's 500m is no longer charged to the system).
+    assert_eq!(b.budget_milli, 1700);
+    // With a reservation above the system share, the host app is still subtracted in full.
+    w.node.cpu_allocatable_milli = 5000;
+    let plan = w.run();
+    let b = plan.strategies.cpu_suppress.ran().unwrap().plan.budget.unwrap();
+    assert_eq!((b.system_milli, b.budget_milli), (3000, 5200 - 1500 - 3000));
+}
