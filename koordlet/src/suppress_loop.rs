@@ -137,6 +137,7 @@ pub struct SuppressLoop {
     be: CounterFile,
     quota: CounterFile,
     be_cpuset: CounterFile,
+    host_apps: Vec<(String, CounterFile)>,
     buf: [u8; 512],
     origin: Instant,
     assumed_quota: Option<i64>,
@@ -222,6 +223,7 @@ impl SuppressLoop {
             be,
             quota,
             be_cpuset,
+            host_apps: Vec::new(),
             buf: [0; 512],
             origin: Instant::now(),
             assumed_quota: None,
@@ -252,6 +254,23 @@ impl SuppressLoop {
             return;
         }
         self.scope_available = scope.as_ref().map_or(0, |s| s.pools.be_full().len());
+        let hosts: &[String] = scope.as_ref().map_or(&[], |s| s.host_apps.as_slice());
+        if !self.host_apps.iter().map(|(d, _)| d).eq(hosts.iter()) {
+            let kind = match self.cgroups.version() {
+                CgroupVersion::V1 => CounterKind::CgroupNs,
+                CgroupVersion::V2 => CounterKind::CpuStatUsec,
+            };
+            self.host_apps = hosts
+                .iter()
+                .filter_map(|d| {
+                    let dir = CgroupDir::new(d).ok()?;
+                    let path = self.cgroups.file_path(CgroupResource::CpuUsage, &dir).ok()?;
+                    Some((d.clone(), CounterFile::new(path, kind)))
+                })
+                .collect();
+            // The sum behind `host_ns` changed: the next reading is a new baseline.
+            self.fast.rebase();
+        }
         self.scope = scope;
         // A new BE pod (or new pools) gets its cpuset at the next tick.
         if self.settled == Some(Mode::Cpuset) {
@@ -284,6 +303,13 @@ impl SuppressLoop {
             node_busy_ns,
             kubepods_ns: self.kubepods.read(&mut self.buf)?,
             be_ns: self.be.read(&mut self.buf)?,
+            // A host application whose cgroup is gone counts as idle (its sum then goes
+            // backwards once, which the decision core skips as a reset).
+            host_ns: self
+                .host_apps
+                .iter_mut()
+                .map(|(_, f)| f.read(&mut self.buf).unwrap_or(0))
+                .fold(0u64, u64::saturating_add),
         })
     }
 

@@ -402,6 +402,7 @@ fn cpuset_scope(tree: &TestTree) -> Arc<CpusetScope> {
             min_be_cpus: Some(1),
             ..Default::default()
         },
+        host_apps: vec![],
     })
 }
 

@@ -66,6 +66,8 @@ pub struct CounterSample {
     pub kubepods_ns: u64,
     /// CPU time of the `besteffort` cgroup (ns).
     pub be_ns: u64,
+    /// Σ CPU time of the non-BE host applications outside `kubepods` (ns; 0 without any).
+    pub host_ns: u64,
 }
 
 /// Node CPU figures from the Node object.
@@ -88,6 +90,9 @@ pub struct FastUsage {
     pub non_be_last_milli: i64,
     /// Non-BE pod usage fed to the budget: `max(last, EWMA)`.
     pub non_be_milli: i64,
+    /// Non-BE host applications outside `kubepods` over the last tick (part of the non-BE
+    /// usage above, not of the system share).
+    pub host_app_milli: i64,
     /// System usage fed to the budget (EWMA of node − kubepods).
     pub system_milli: i64,
 }
@@ -103,16 +108,21 @@ pub struct CpusetSize {
     pub min: usize,
 }
 
-/// What the fast loop needs for policy `cpuset` besides its counters, kept up to date by the
-/// slower QoS round (which has the pod list and the topology): the BE cgroup dirs (besteffort,
-/// BE pods, their containers; current values are read by the loop when it writes) and the CPU
-/// pools (topology, reserved, LSE, LSR, exclusive SYSTEM CPUs).
+/// What the fast loop needs besides its counters, kept up to date by the slower QoS round
+/// (which has the pod list, the NodeSLO and the topology): for policy `cpuset` the BE cgroup
+/// dirs (besteffort, BE pods, their containers; current values are read by the loop when it
+/// writes) and the CPU pools (topology, reserved, LSE, LSR, exclusive SYSTEM CPUs); for the
+/// budget the cgroups of the non-BE host applications outside `kubepods`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpusetScope {
     /// The besteffort tree (dirs).
     pub be: BeCgroups,
     /// CPU topology and owners.
     pub pools: CpuPools,
+    /// Cgroup dirs of the NodeSLO's host applications outside `kubepods` (all non-BE: a BE
+    /// host application lives under besteffort). Their CPU time is non-BE host-application
+    /// usage, not system usage.
+    pub host_apps: Vec<String>,
 }
 
 /// What the caller should do after a tick.
@@ -191,6 +201,12 @@ impl FastSuppress {
         self.last_budget
     }
 
+    /// Forgets the last reading: the next one only takes a baseline (the set of counters behind
+    /// a sample changed, e.g. a host application was added).
+    pub fn rebase(&mut self) {
+        self.last = None;
+    }
+
     /// Folds one counter reading into the smoothed usage. Returns false when no usage could be
     /// derived (first reading, clock not advanced, a counter went backwards: cgroup recreated).
     pub fn observe(&mut self, sample: CounterSample) -> bool {
@@ -202,6 +218,7 @@ impl FastSuppress {
             || sample.node_busy_ns < prev.node_busy_ns
             || sample.kubepods_ns < prev.kubepods_ns
             || sample.be_ns < prev.be_ns
+            || sample.host_ns < prev.host_ns
         {
             return false;
         }
@@ -210,8 +227,9 @@ impl FastSuppress {
         let node = milli(sample.node_busy_ns, prev.node_busy_ns);
         let kubepods = milli(sample.kubepods_ns, prev.kubepods_ns);
         let be = milli(sample.be_ns, prev.be_ns).min(kubepods);
-        let non_be = kubepods - be;
-        let system = (node - kubepods).max(0.0);
+        let host = milli(sample.host_ns, prev.host_ns).min((node - kubepods).max(0.0));
+        let non_be = kubepods - be + host;
+        let system = (node - kubepods - host).max(0.0);
         if self.warm {
             let alpha = |tau: Duration| 1.0 - (-dt.as_secs_f64() / tau.as_secs_f64().max(1e-3)).exp();
             self.non_be_ewma += alpha(self.config.non_be_decay) * (non_be - self.non_be_ewma);
@@ -226,6 +244,7 @@ impl FastSuppress {
             be_milli: be.round() as i64,
             non_be_last_milli: non_be.round() as i64,
             non_be_milli: non_be.max(self.non_be_ewma).round() as i64,
+            host_app_milli: host.round() as i64,
             system_milli: self.system_ewma.round() as i64,
         };
         true
@@ -268,19 +287,25 @@ impl FastSuppress {
         f: impl FnOnce(&SuppressInput<'_>) -> T,
     ) -> T {
         let u = self.usage;
+        // The smoothed non-BE usage holds the host applications' share: report it apart.
+        let host = u.host_app_milli.clamp(0, u.non_be_milli.max(0));
         let pods = [CpuUsage {
             be: false,
-            usage_milli: u.non_be_milli,
+            usage_milli: u.non_be_milli - host,
+        }];
+        let host_apps = [CpuUsage {
+            be: false,
+            usage_milli: host,
         }];
         f(&SuppressInput {
             strategy,
             capacity_milli: node.capacity_milli,
             reserved_milli: node.reserved_milli,
             // BE is left out of both the node and the pods: `budget` then sees exactly the
-            // smoothed system share as `node − Σ pods`.
+            // smoothed system share as `node − Σ pods − Σ host apps`.
             node_usage_milli: u.non_be_milli.saturating_add(u.system_milli),
             pods: &pods,
-            host_apps: &[],
+            host_apps: &host_apps,
             cgroups,
             cpus,
         })

@@ -259,6 +259,7 @@ fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
                 .collect(),
             ..Default::default()
         },
+        host_apps: vec![],
     };
     let mut l = f.fast_loop(false);
     let s = ResourceThresholdStrategy {

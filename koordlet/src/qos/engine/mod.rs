@@ -401,8 +401,9 @@ fn suppress(
     }))
 }
 
-/// What the fast suppress loop needs for policy `cpuset`: the BE cgroup dirs (values left
-/// out: the loop reads what it needs when it writes) and the CPU pools.
+/// What the fast suppress loop needs from the round: the BE cgroup dirs (values left out: the
+/// loop reads what it needs when it writes), the CPU pools, and the cgroups of the host
+/// applications outside `kubepods`.
 pub fn cpuset_scope(input: &EngineInput<'_>) -> super::fast_suppress::CpusetScope {
     let mut be = build::be_cgroups(input);
     let strip = |c: &mut cpu_suppress::CgroupState| {
@@ -414,9 +415,20 @@ pub fn cpuset_scope(input: &EngineInput<'_>) -> super::fast_suppress::CpusetScop
         strip(&mut p.pod);
         p.containers.iter_mut().for_each(strip);
     }
+    let kubepods = input.paths.kubepods_dir();
+    let host_apps = input
+        .node_slo
+        .and_then(|s| s.host_applications.as_deref())
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|a| crate::gather::host_app_dir(a, input.paths))
+        .filter(|d| !d.starts_with(&kubepods))
+        .map(|d| d.to_string())
+        .collect();
     super::fast_suppress::CpusetScope {
         be,
         pools: build::cpu_pools(input),
+        host_apps,
     }
 }
 
