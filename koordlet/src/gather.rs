@@ -40,9 +40,7 @@ pub fn read_cgroup_facts(
                 facts.ints.insert((dir.clone(), *file), v);
             }
             Ok(CgroupValue::Cpus(set)) => {
-                if let Ok(list) = CpuList::parse(&set.to_string()) {
-                    facts.cpusets.insert(dir.clone(), list);
-                }
+                facts.cpusets.insert(dir.clone(), set);
             }
             Err(_) => {}
         }

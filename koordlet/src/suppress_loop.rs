@@ -511,8 +511,7 @@ impl SuppressLoop {
         be.besteffort.cfs_quota_us = self.current_quota();
         be.besteffort.cpuset = CgroupDir::new(&be.besteffort.dir)
             .ok()
-            .and_then(|d| self.cgroups.cpuset_cpus(&d).ok())
-            .and_then(|c| CpuList::parse(&c.to_string()).ok());
+            .and_then(|d| self.cgroups.cpuset_cpus(&d).ok());
         let plan = self.fast.full_plan(strategy, node, &be, &scope.pools);
         if !plan.reason.is_empty() {
             warn!(strategy = STRATEGY, reason = %plan.reason, "cpu suppress: plan incomplete");
