@@ -2,17 +2,23 @@
 //! turned into the [`super::cpu_suppress`] budget, so an LS spike shrinks the besteffort quota
 //! within one or two ticks instead of upstream's 1-2 s.
 //!
-//! Only three counters are needed: node busy time (`/proc/stat`), the `kubepods` cgroup's CPU
-//! time and the `besteffort` cgroup's CPU time. Over one tick they give
+//! Three counters are needed: node busy time (`/proc/stat`), the `kubepods` cgroup's CPU time
+//! and the `besteffort` cgroup's CPU time, plus the CPU time of the non-BE host applications
+//! outside `kubepods` when the NodeSLO names any. Over one tick they give
 //!
 //! ```text
-//! non-BE pod usage = kubepods − besteffort        system usage = node − kubepods
+//! host-app usage = Σ host apps          non-BE usage = kubepods − besteffort + host-app
+//! system usage   = node − kubepods − host-app
 //! ```
 //!
-//! which are exactly the inputs of [`cpu_suppress::budget`] (host applications are part of the
-//! system share here). Smoothing is asymmetric: the non-BE usage used is
-//! `max(last tick, EWMA)`, so a spike counts at once and its end is forgotten gradually; the
-//! system share (coarse `/proc/stat` ticks, slow-moving daemons) is an EWMA only.
+//! which are exactly the inputs of [`cpu_suppress::budget`]. Smoothing is asymmetric: the
+//! non-BE usage used is `max(last tick, EWMA)`, so a spike counts at once and its end is
+//! forgotten gradually; the system share (coarse `/proc/stat` ticks, slow-moving daemons) is an
+//! EWMA only.
+//!
+//! Policy `cpuset` decides the CPU count here; [`FastSuppress::full_plan`] then runs the full
+//! [`cpu_suppress::decide`] on the fast usage (topology-aware selection, safe write order, the
+//! restore of what the policy does not use).
 //!
 //! The quota rules are [`cpu_suppress::quota_decision`]'s (floor, skip tiny changes, bounded
 //! ramp-up, immediate decrease); this module adds one thing the fast cadence needs: decreases
