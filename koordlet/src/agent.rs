@@ -142,9 +142,11 @@ pub async fn run_agent(
             tasks.spawn(sources::watch_pods(client.clone(), node.clone(), snap_tx.clone()));
         }
     }
-    // Fast CPU suppress loop.
+    // Fast CPU suppress loop; the QoS round keeps its cpuset scope (BE tree, CPU pools) fresh.
+    let (scope_tx, scope_rx) = tokio::sync::watch::channel(None);
     match crate::suppress_loop::spawn_config(&args, &roots, &paths).and_then(|config| {
         crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(suppress_metrics))
+            .map(|l| l.with_scope_updates(scope_rx))
     }) {
         Ok(fast) => {
             tasks.spawn(fast.run(snap_rx.clone(), gates.clone()));
@@ -183,7 +185,8 @@ pub async fn run_agent(
             executor,
             Evictor::new(evict_client, &node, args.dry_run, telemetry.clone()),
             telemetry.clone(),
-        );
+        )
+        .with_cpuset_scope(scope_tx);
         tasks.spawn(async move {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

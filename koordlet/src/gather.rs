@@ -4,20 +4,23 @@
 //!   `plan --cgroup-root`).
 //! - [`live_usage`]: usage from the metric stores (latest values and the windowed BE averages).
 //! - [`read_topology`]: the CPU topology from sysfs.
+//! - [`host_app_usage`]: CPU usage of the NodeSLO's host applications (cgroup CPU time deltas).
 //!
 //! The offline gatherer (from `plan`'s YAML) lives in [`crate::plan`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use koord_api::nodeslo::{CgroupBaseType, HostApplicationSpec};
 
 use crate::metrics::collector::Stores;
 use crate::metrics::{MetricKind, MetricTime, SeriesKey};
 use crate::qos::cpuset::{CpuInfo, CpuList};
-use crate::qos::engine::{BeCpuUsage, CgroupFacts, PodUsage, UsageFacts};
+use crate::qos::engine::{BeCpuUsage, CgroupFacts, HostAppUsage, PodUsage, UsageFacts};
 use crate::states::PodMeta;
 use crate::system::cgroup_stats::CpuThrottling;
-use crate::system::{CgroupDir, CgroupResource, CgroupValue, Cgroups};
+use crate::system::{CgroupDir, CgroupResource, CgroupValue, Cgroups, KubeCgroupPaths, KubeQosClass};
 
 /// Reads every `(dir, file)` of `reads` (unreadable files stay absent: the strategies treat
 /// them as unknown). With `throttling`, also reads `cpu.stat` of the burstable container
@@ -37,9 +40,7 @@ pub fn read_cgroup_facts(
                 facts.ints.insert((dir.clone(), *file), v);
             }
             Ok(CgroupValue::Cpus(set)) => {
-                if let Ok(list) = CpuList::parse(&set.to_string()) {
-                    facts.cpusets.insert(dir.clone(), list);
-                }
+                facts.cpusets.insert(dir.clone(), set);
             }
             Err(_) => {}
         }
@@ -174,4 +175,69 @@ pub fn read_topology(sys_root: &Path) -> Vec<CpuInfo> {
             }
         })
         .collect()
+}
+
+/// A host application's cgroup: its base (`CgroupRoot` by default, `Kubepods`,
+/// `KubepodsBurstable`, `KubepodsBesteffort` for the kubelet driver in use) joined with
+/// `parentDir` and `relativePath`. `None` without a cgroup path or with an invalid one.
+pub fn host_app_dir(app: &HostApplicationSpec, paths: &KubeCgroupPaths) -> Option<CgroupDir> {
+    let cg = app.cgroup_path.as_ref()?;
+    let base = match cg.base.unwrap_or(CgroupBaseType::CgroupRoot) {
+        CgroupBaseType::CgroupRoot => CgroupDir::root(),
+        CgroupBaseType::Kubepods => paths.kubepods_dir(),
+        CgroupBaseType::KubepodsBurstable => paths.qos_dir(KubeQosClass::Burstable),
+        CgroupBaseType::KubepodsBesteffort => paths.qos_dir(KubeQosClass::BestEffort),
+    };
+    let mut dir = base;
+    for part in [cg.parent_dir.as_deref(), cg.relative_path.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(|p| p.trim_matches('/'))
+        .filter(|p| !p.is_empty())
+    {
+        dir = dir.join(part).ok()?;
+    }
+    (dir != CgroupDir::root()).then_some(dir)
+}
+
+/// Whether a host application counts as BE for suppress: QoS `BE` and its cgroup under the
+/// besteffort QoS dir (upstream's `NonBEHostAppFilter`, negated).
+pub fn host_app_is_be(app: &HostApplicationSpec) -> bool {
+    app.qos.as_deref() == Some("BE")
+        && app.cgroup_path.as_ref().and_then(|c| c.base) == Some(CgroupBaseType::KubepodsBesteffort)
+}
+
+/// CPU usage of each host application with a readable cgroup, from its CPU time since the
+/// previous call (`previous` keeps one reading per application name; applications gone from
+/// the NodeSLO are dropped). The first call for an application gives no usage.
+pub fn host_app_usage(
+    cgroups: &Cgroups,
+    apps: &[HostApplicationSpec],
+    paths: &KubeCgroupPaths,
+    previous: &mut HashMap<String, (Instant, u64)>,
+    now: Instant,
+) -> Vec<HostAppUsage> {
+    let mut out = Vec::new();
+    let mut next = HashMap::new();
+    for app in apps {
+        let Some(dir) = host_app_dir(app, paths) else {
+            continue;
+        };
+        let Ok(ns) = cgroups.cpu_usage_ns(&dir) else {
+            continue;
+        };
+        if let Some(&(t, before)) = previous.get(&app.name) {
+            let dt = now.saturating_duration_since(t).as_nanos() as f64;
+            if dt > 0.0 && ns >= before {
+                out.push(HostAppUsage {
+                    name: app.name.clone(),
+                    be: host_app_is_be(app),
+                    cpu_milli: (ns - before) as f64 * 1000.0 / dt,
+                });
+            }
+        }
+        next.insert(app.name.clone(), (now, ns));
+    }
+    *previous = next;
+    out
 }

@@ -6,11 +6,11 @@
 //! applied only when [`QosLoopConfig::apply_cpu_suppress`] is set: the fast path owns the live
 //! suppress writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 use tracing::info;
 
 use crate::executor::Executor;
@@ -22,10 +22,12 @@ use crate::qos::cpu_evict;
 use crate::qos::cpuset::CpuInfo;
 use crate::qos::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts, Report};
 use crate::qos::evictor::Evictor;
+use crate::qos::fast_suppress::CpusetScope;
 use crate::states::Snapshot;
 use crate::system::cgroup_stats::CpuThrottling;
 use crate::system::{Cgroups, KubeCgroupPaths};
 use crate::telemetry::Telemetry;
+use koord_api::nodeslo::CpuBurstPolicy;
 
 /// What the agent decides about the round.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +53,12 @@ pub struct QosLoop {
     throttling: HashMap<String, CpuThrottling>,
     burst_sources: HashMap<String, String>,
     last_skips: HashMap<&'static str, String>,
+    cpuset_scope: Option<watch::Sender<Option<Arc<CpusetScope>>>>,
+    /// `namespace/name` of pods whose burst policy was not `none` last round (read again when
+    /// it becomes `none`, so their scaled quota is reset).
+    burst_recent: HashSet<String>,
+    /// Last CPU time reading per host application.
+    host_app_cpu: HashMap<String, (Instant, u64)>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
@@ -101,7 +109,17 @@ impl QosLoop {
             throttling: HashMap::new(),
             burst_sources: HashMap::new(),
             last_skips: HashMap::new(),
+            cpuset_scope: None,
+            burst_recent: HashSet::new(),
+            host_app_cpu: HashMap::new(),
         }
+    }
+
+    /// Publishes the BE tree and CPU pools to the fast suppress loop (policy `cpuset`) after
+    /// every round in which they changed.
+    pub fn with_cpuset_scope(mut self, tx: watch::Sender<Option<Arc<CpusetScope>>>) -> Self {
+        self.cpuset_scope = Some(tx);
+        self
     }
 
     /// One round at `now` (the collection's time).
@@ -128,12 +146,21 @@ impl QosLoop {
                 be_window,
             )
         };
+        let mut usage = usage;
+        usage.host_apps = gather::host_app_usage(
+            &self.cgroups,
+            slo.and_then(|s| s.host_applications.as_deref()).unwrap_or(&[]),
+            &self.paths,
+            &mut self.host_app_cpu,
+            Instant::now(),
+        );
         let scope = engine::ReadScope {
             be_pods: self.config.apply_cpu_suppress,
             burst: slo
                 .and_then(|s| s.cpu_burst_strategy.as_ref())
                 .filter(|_| self.gates.enabled("CPUBurst")),
             skip_burst_none: true,
+            burst_recent: Some(&self.burst_recent),
         };
         let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
         let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
@@ -144,7 +171,7 @@ impl QosLoop {
             .unwrap_or_default();
         let wall = Instant::now();
         let in_flight = self.evictor.in_flight(&snapshot.pods, wall);
-        let plan = engine::run(&EngineInput {
+        let input = EngineInput {
             node: &node,
             pods: &snapshot.pods,
             paths: &self.paths,
@@ -161,11 +188,36 @@ impl QosLoop {
                 collect_interval_seconds: interval,
                 ..EngineOptions::default()
             },
-        });
+        };
+        let plan = engine::run(&input);
+        if let Some(tx) = &self.cpuset_scope
+            && self.gates.enabled("BECPUSuppress")
+        {
+            let scope = engine::cpuset_scope(&input);
+            tx.send_if_modified(|cur| {
+                if cur.as_deref() == Some(&scope) {
+                    return false;
+                }
+                *cur = Some(Arc::new(scope));
+                true
+            });
+        }
         self.state = plan.next_state.clone();
         for (strategy, reason) in skips(&plan.strategies) {
             self.log_skip(strategy, reason);
         }
+        self.burst_recent = plan
+            .strategies
+            .cpu_burst
+            .ran()
+            .map(|b| {
+                b.pods
+                    .iter()
+                    .filter(|p| p.config.policy != CpuBurstPolicy::None)
+                    .map(|p| format!("{}/{}", p.namespace, p.name))
+                    .collect()
+            })
+            .unwrap_or_default();
         if let Some(burst) = plan.strategies.cpu_burst.ran() {
             for pod in &burst.pods {
                 let key = format!("{}/{}", pod.namespace, pod.name);

@@ -9,8 +9,15 @@
 //! (`cpu.cfs_quota_us` / `cpu.max`); in dry-run the last decided value stands for it, so a
 //! dry run logs each change once.
 //!
-//! Policy `cpuset` is not on this fast path (its topology-aware selection needs the pod tree);
-//! the loop says so once and leaves the cpuset alone.
+//! Policy `cpuset`: the slower QoS round publishes a [`CpusetScope`] (BE cgroup dirs, CPU
+//! topology, reserved/LSE/LSR/SYSTEM pools) whenever it changes; the loop reads the besteffort
+//! `cpuset.cpus` size each tick (one more kept-open file) and, when the budget asks for a
+//! different CPU count, runs the full [`cpu_suppress::decide`](crate::qos::cpu_suppress::decide)
+//! on its fast usage with that scope (whole cores first, NUMA-aware, never LSE or reserved CPUs)
+//! and applies the writes through the executor, which orders them safely between parents and
+//! children. On a policy change (or a new BE pod under `cpuset`) the full plan runs once more,
+//! which also restores what the policy does not use: quota −1 under `cpuset`, the full BE
+//! cpuset under `cfsQuota`, both when suppress is off.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,8 +29,13 @@ use tracing::{info, warn};
 
 use crate::executor::{CgroupWrite, Executor, ExecutorConfig};
 use crate::features::FeatureGates;
+use crate::qos::CgroupWrite as PlanWrite;
+use crate::qos::FILE_CFS_QUOTA;
 use crate::qos::cpu_suppress::STRATEGY;
-use crate::qos::fast_suppress::{CounterSample, FastAction, FastSuppress, FastSuppressConfig, NodeCpu};
+use crate::qos::cpuset::CpuList;
+use crate::qos::fast_suppress::{
+    CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
+};
 use crate::states::Snapshot;
 use crate::system::proc_stat::USER_HZ;
 use crate::system::{
@@ -108,6 +120,9 @@ pub enum TickOutcome {
     Idle,
     /// The besteffort quota was written (or logged, in dry-run) with this value.
     Wrote(i64),
+    /// Policy `cpuset`: the BE cpusets were written (or logged) with this many CPUs at the
+    /// besteffort level.
+    WroteCpuset(usize),
     /// Counters could not be read this tick.
     ReadFailed,
 }
@@ -121,12 +136,41 @@ pub struct SuppressLoop {
     kubepods: CounterFile,
     be: CounterFile,
     quota: CounterFile,
+    be_cpuset: CounterFile,
+    host_apps: Vec<(String, CounterFile)>,
     buf: [u8; 512],
     origin: Instant,
     assumed_quota: Option<i64>,
+    assumed_cpus: Option<usize>,
     metrics: Option<SuppressMetrics>,
     warned_read: bool,
-    warned_cpuset: bool,
+    warned_scope: bool,
+    cgroups: Arc<Cgroups>,
+    scope: Option<Arc<CpusetScope>>,
+    scope_available: usize,
+    scope_updates: Option<watch::Receiver<Option<Arc<CpusetScope>>>>,
+    /// The policy whose "restore the other resource" plan has been applied.
+    settled: Option<Mode>,
+}
+
+/// Which suppress policy is in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Quota,
+    Cpuset,
+}
+
+impl Mode {
+    fn of(strategy: Option<&ResourceThresholdStrategy>) -> Mode {
+        match strategy.filter(|s| s.enable == Some(true)) {
+            None => Mode::Off,
+            Some(s) => match s.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) {
+                CpuSuppressPolicy::CfsQuota => Mode::Quota,
+                CpuSuppressPolicy::Cpuset => Mode::Cpuset,
+            },
+        }
+    }
 }
 
 impl SuppressLoop {
@@ -159,8 +203,12 @@ impl SuppressLoop {
                 CgroupVersion::V2 => CounterKind::CpuMax,
             },
         );
+        let be_cpuset = CounterFile::new(
+            cgroups.file_path(CgroupResource::CpusetCpus, &config.besteffort)?,
+            CounterKind::CpuList,
+        );
         let executor = Executor::new(
-            cgroups,
+            cgroups.clone(),
             ExecutorConfig {
                 dry_run: config.dry_run,
                 ..ExecutorConfig::default()
@@ -174,12 +222,73 @@ impl SuppressLoop {
             kubepods,
             be,
             quota,
+            be_cpuset,
+            host_apps: Vec::new(),
             buf: [0; 512],
             origin: Instant::now(),
             assumed_quota: None,
+            assumed_cpus: None,
             metrics,
             warned_read: false,
-            warned_cpuset: false,
+            warned_scope: false,
+            cgroups,
+            scope: None,
+            scope_available: 0,
+            scope_updates: None,
+            settled: None,
+        })
+    }
+
+    /// Takes [`CpusetScope`] updates from the QoS round (policy `cpuset` needs them).
+    pub fn with_scope_updates(mut self, mut updates: watch::Receiver<Option<Arc<CpusetScope>>>) -> Self {
+        // The value already in the channel counts as seen by a new receiver: take it now.
+        let current = updates.borrow_and_update().clone();
+        self.set_cpuset_scope(current);
+        self.scope_updates = Some(updates);
+        self
+    }
+
+    /// Sets the BE tree and CPU pools used by policy `cpuset` (what the QoS round publishes).
+    pub fn set_cpuset_scope(&mut self, scope: Option<Arc<CpusetScope>>) {
+        if scope == self.scope {
+            return;
+        }
+        self.scope_available = scope.as_ref().map_or(0, |s| s.pools.be_full().len());
+        let hosts: &[String] = scope.as_ref().map_or(&[], |s| s.host_apps.as_slice());
+        if !self.host_apps.iter().map(|(d, _)| d).eq(hosts.iter()) {
+            let kind = match self.cgroups.version() {
+                CgroupVersion::V1 => CounterKind::CgroupNs,
+                CgroupVersion::V2 => CounterKind::CpuStatUsec,
+            };
+            self.host_apps = hosts
+                .iter()
+                .filter_map(|d| {
+                    let dir = CgroupDir::new(d).ok()?;
+                    let path = self.cgroups.file_path(CgroupResource::CpuUsage, &dir).ok()?;
+                    Some((d.clone(), CounterFile::new(path, kind)))
+                })
+                .collect();
+            // The sum behind `host_ns` changed: the next reading is a new baseline.
+            self.fast.rebase();
+        }
+        self.scope = scope;
+        // A new BE pod (or new pools) gets its cpuset at the next tick.
+        if self.settled == Some(Mode::Cpuset) {
+            self.settled = None;
+        }
+    }
+
+    fn cpuset_size(&mut self) -> Option<CpusetSize> {
+        let scope = self.scope.as_ref()?;
+        let min = scope.pools.min_cpus();
+        let current = match self.assumed_cpus.filter(|_| self.config.dry_run) {
+            Some(n) => n,
+            None => usize::try_from(self.be_cpuset.read(&mut self.buf).ok()?).ok()?,
+        };
+        Some(CpusetSize {
+            current,
+            available: self.scope_available,
+            min,
         })
     }
 
@@ -194,6 +303,13 @@ impl SuppressLoop {
             node_busy_ns,
             kubepods_ns: self.kubepods.read(&mut self.buf)?,
             be_ns: self.be.read(&mut self.buf)?,
+            // A host application whose cgroup is gone counts as idle (its sum then goes
+            // backwards once, which the decision core skips as a reset).
+            host_ns: self
+                .host_apps
+                .iter_mut()
+                .map(|(_, f)| f.read(&mut self.buf).unwrap_or(0))
+                .fold(0u64, u64::saturating_add),
         })
     }
 
@@ -224,25 +340,35 @@ impl SuppressLoop {
                 return TickOutcome::ReadFailed;
             }
         };
-        let cpuset = strategy.is_some_and(|s| {
-            s.enable == Some(true)
-                && s.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) == CpuSuppressPolicy::Cpuset
-        });
-        if cpuset != self.warned_cpuset {
-            if cpuset {
+        if let Some(rx) = &mut self.scope_updates
+            && rx.has_changed().unwrap_or(false)
+        {
+            let scope = rx.borrow_and_update().clone();
+            self.set_cpuset_scope(scope);
+        }
+        let mode = Mode::of(strategy);
+        if mode == Mode::Cpuset && self.scope.is_none() {
+            if !self.warned_scope {
                 info!(
                     strategy = STRATEGY,
-                    "fast suppress: policy cpuset is not on the fast path; the besteffort cpuset is left alone"
+                    "fast suppress: policy cpuset waits for the QoS round's BE tree and CPU pools"
                 );
+                self.warned_scope = true;
             }
-            self.warned_cpuset = cpuset;
+        } else {
+            self.warned_scope = false;
         }
         let current = self.current_quota();
-        let action = self.fast.tick(sample, strategy, node, current, None);
+        let cpus = if mode == Mode::Cpuset {
+            self.cpuset_size()
+        } else {
+            None
+        };
+        let action = self.fast.tick(sample, strategy, node, current, cpus);
         if let Some(m) = &self.metrics {
             m.budget_milli.set(self.fast.budget_milli().unwrap_or(-1));
         }
-        match action {
+        let outcome = match action {
             FastAction::SetQuota {
                 decision,
                 quota_us,
@@ -273,6 +399,21 @@ impl SuppressLoop {
                 };
                 self.write_quota(now, quota_us, direction)
             }
+            FastAction::Restore if self.scope.is_some() => {
+                info!(
+                    strategy = STRATEGY,
+                    dry_run = self.config.dry_run,
+                    "cpu suppress off: besteffort quota back to unlimited, BE cpusets back to the full BE set"
+                );
+                let out = self.apply_plan(now, None, node, |_| true, "restore");
+                if out != TickOutcome::Idle {
+                    self.settled = Some(Mode::Off);
+                }
+                match out {
+                    TickOutcome::WroteCpuset(_) => TickOutcome::Wrote(-1),
+                    other => other,
+                }
+            }
             FastAction::Restore => {
                 info!(
                     strategy = STRATEGY,
@@ -281,8 +422,140 @@ impl SuppressLoop {
                 );
                 self.write_quota(now, -1, "restore")
             }
-            FastAction::ResizeCpuset { .. } | FastAction::Idle => TickOutcome::Idle,
+            FastAction::ResizeCpuset {
+                wanted_cpus,
+                budget,
+                usage,
+            } => match cpus {
+                Some(size) => {
+                    let direction = if wanted_cpus.min(size.available) > size.current {
+                        "increase"
+                    } else {
+                        "decrease"
+                    };
+                    info!(
+                        strategy = STRATEGY,
+                        policy = "cpuset",
+                        old_cpus = size.current,
+                        wanted_cpus,
+                        available_cpus = size.available,
+                        budget_milli = budget.budget_milli,
+                        capacity_milli = budget.capacity_milli,
+                        threshold_percent = budget.threshold_percent,
+                        non_be_milli = usage.non_be_milli,
+                        non_be_last_milli = usage.non_be_last_milli,
+                        system_milli = budget.system_milli,
+                        be_milli = usage.be_milli,
+                        node_milli = usage.node_milli,
+                        dry_run = self.config.dry_run,
+                        "cpu suppress: BE cpuset"
+                    );
+                    let out = self.apply_plan(now, strategy, node, |_| true, direction);
+                    if out != TickOutcome::Idle {
+                        self.settled = Some(Mode::Cpuset);
+                    }
+                    out
+                }
+                None => TickOutcome::Idle,
+            },
+            FastAction::Idle => TickOutcome::Idle,
+        };
+        if outcome != TickOutcome::Idle || self.settled == Some(mode) || self.scope.is_none() {
+            return outcome;
         }
+        // Once per policy change (and per new BE pod under cpuset): restore what the policy
+        // does not use, and under cpuset give every BE dir the chosen set.
+        match mode {
+            Mode::Off => {
+                let out = self.apply_plan(now, None, node, |_| true, "restore");
+                if out != TickOutcome::Idle {
+                    self.settled = Some(Mode::Off);
+                }
+                out
+            }
+            Mode::Quota => {
+                // The quota is the fast path's; take only the cpuset restore.
+                let out = self.apply_plan(now, strategy, node, |w| w.file != FILE_CFS_QUOTA, "restore");
+                if out != TickOutcome::Idle {
+                    self.settled = Some(Mode::Quota);
+                }
+                TickOutcome::Idle
+            }
+            Mode::Cpuset if self.fast.budget_milli().is_some() && cpus.is_some() => {
+                let out = self.apply_plan(now, strategy, node, |_| true, "decrease");
+                if out != TickOutcome::Idle {
+                    self.settled = Some(Mode::Cpuset);
+                }
+                out
+            }
+            Mode::Cpuset => TickOutcome::Idle,
+        }
+    }
+
+    /// Runs the full suppress decision with the scope and the besteffort dir's current values
+    /// and applies its writes (those `keep` selects) through the executor. Returns
+    /// `WroteCpuset(n)` (n = CPUs of the besteffort set written, or now) when the plan went
+    /// through without error, `Idle` otherwise (no scope, a failed write: retried next tick).
+    fn apply_plan(
+        &mut self,
+        now: Instant,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+        keep: impl Fn(&PlanWrite) -> bool,
+        direction: &str,
+    ) -> TickOutcome {
+        let Some(scope) = self.scope.clone() else {
+            return TickOutcome::Idle;
+        };
+        let mut be = scope.be.clone();
+        be.besteffort.cfs_quota_us = self.current_quota();
+        be.besteffort.cpuset = CgroupDir::new(&be.besteffort.dir)
+            .ok()
+            .and_then(|d| self.cgroups.cpuset_cpus(&d).ok());
+        let plan = self.fast.full_plan(strategy, node, &be, &scope.pools);
+        if !plan.reason.is_empty() {
+            warn!(strategy = STRATEGY, reason = %plan.reason, "cpu suppress: plan incomplete");
+        }
+        let mut writes = Vec::with_capacity(plan.writes.len());
+        let mut be_cpus = None;
+        let mut be_quota = None;
+        for w in plan.writes.iter().filter(|w| keep(w)) {
+            if w.cgroup == be.besteffort.dir {
+                if w.file == FILE_CFS_QUOTA {
+                    be_quota = w.value.trim().parse::<i64>().ok();
+                } else {
+                    be_cpus = CpuList::parse(&w.value).ok().map(|c| c.len());
+                }
+            }
+            match w.to_executor() {
+                Ok(x) => writes.push(x),
+                Err(e) => warn!(strategy = STRATEGY, error = %e, "cpu suppress: bad plan write"),
+            }
+        }
+        let report = self.executor.apply(writes, now);
+        for f in &report.errors {
+            warn!(strategy = STRATEGY, error = %f.error, "BE cpuset/quota write failed");
+        }
+        if let Some(m) = &self.metrics {
+            m.telemetry.record_apply(STRATEGY, &report);
+            if !report.changes.is_empty() {
+                m.writes
+                    .get_or_create(&vec![("direction".to_string(), direction.to_string())])
+                    .inc();
+            }
+        }
+        if !report.errors.is_empty() {
+            return TickOutcome::Idle;
+        }
+        if let Some(q) = be_quota {
+            self.assumed_quota = Some(q);
+        }
+        // The last besteffort cpuset write is its final value (a widening comes first).
+        let n = be_cpus
+            .or_else(|| be.besteffort.cpuset.as_ref().map(CpuList::len))
+            .unwrap_or(0);
+        self.assumed_cpus = Some(n);
+        TickOutcome::WroteCpuset(n)
     }
 
     fn write_quota(&mut self, now: Instant, quota_us: i64, direction: &str) -> TickOutcome {

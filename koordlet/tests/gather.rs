@@ -108,3 +108,59 @@ fn topology_from_sysfs_and_empty_when_unreadable() {
     assert_eq!(topo.len(), 4);
     assert!(read_topology(Path::new("/nonexistent-koord")).is_empty());
 }
+
+#[test]
+fn host_application_cpu_from_cgroup_time_deltas() {
+    use koord_api::nodeslo::HostApplicationSpec;
+    use koordlet::gather::{host_app_dir, host_app_is_be, host_app_usage};
+    let host = common::FakeHost::new(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+    let cgroups = Cgroups::detect(&host.roots).unwrap();
+    let app = |v: serde_json::Value| -> HostApplicationSpec { serde_json::from_value(v).unwrap() };
+    let apps = vec![
+        app(serde_json::json!({"name": "nginx", "qos": "LS",
+            "cgroupPath": {"base": "CgroupRoot", "parentDir": "host-latency-sensitive", "relativePath": "nginx/"}})),
+        app(serde_json::json!({"name": "batch", "qos": "BE",
+            "cgroupPath": {"base": "KubepodsBesteffort", "relativePath": "batch-agent"}})),
+        app(serde_json::json!({"name": "no-path", "qos": "LS"})),
+        app(serde_json::json!({"name": "escape", "qos": "LS", "cgroupPath": {"relativePath": "../x"}})),
+    ];
+    assert_eq!(
+        host_app_dir(&apps[0], &host.paths).unwrap().to_string(),
+        "host-latency-sensitive/nginx"
+    );
+    assert_eq!(
+        host_app_dir(&apps[1], &host.paths).unwrap().to_string(),
+        "kubepods/besteffort/batch-agent"
+    );
+    assert!(host_app_dir(&apps[2], &host.paths).is_none());
+    assert!(host_app_dir(&apps[3], &host.paths).is_none());
+    assert!(!host_app_is_be(&apps[0]) && host_app_is_be(&apps[1]));
+    let set = |ms: [u64; 2]| {
+        for (dir, v) in ["host-latency-sensitive/nginx", "kubepods/besteffort/batch-agent"]
+            .iter()
+            .zip(ms)
+        {
+            let f = host.file("cpuacct", Path::new(dir), "cpuacct.usage");
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, format!("{}\n", v * 1_000_000)).unwrap();
+        }
+    };
+    set([1000, 0]);
+    let mut prev = HashMap::new();
+    let t0 = std::time::Instant::now();
+    assert!(host_app_usage(&cgroups, &apps, &host.paths, &mut prev, t0).is_empty());
+    // One second later: nginx used 1500 ms of CPU, batch 250 ms.
+    set([2500, 250]);
+    let u = host_app_usage(
+        &cgroups,
+        &apps,
+        &host.paths,
+        &mut prev,
+        t0 + std::time::Duration::from_secs(1),
+    );
+    let got: Vec<_> = u
+        .iter()
+        .map(|h| (h.name.as_str(), h.be, h.cpu_milli.round() as i64))
+        .collect();
+    assert_eq!(got, vec![("nginx", false, 1500), ("batch", true, 250)]);
+}

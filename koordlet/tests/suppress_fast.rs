@@ -4,6 +4,12 @@
 //! * `fast_loop_lowers_be_quota_after_ls_spike_and_restores_when_disabled` (quick, always run)
 //! * `fast_suppress_reaction_latency` (ignored: the issue 7 benchmark, ~3 min; run with
 //!   `cargo test -p koordlet --test suppress_fast -- --ignored --nocapture`)
+//! * `fast_loop_confines_be_to_the_cpuset_after_ls_spike_and_restores` (policy cpuset, v1
+//!   `cpuset` controller too; always run)
+//! * `fast_suppress_cpuset_reaction_latency` (ignored: the same benchmark for policy cpuset)
+//!
+//! This machine has two CPUs and upstream never gives BE fewer than two, so the cpuset tests
+//! set the pools' `min_be_cpus` to 1: LS idle → BE on both CPUs, LS at one core → BE on one.
 //!
 //! The node counter is the test tree's own top cgroup, so the other work on this shared machine
 //! does not count as "system usage" (on a node the loop reads `/proc/stat`).
@@ -19,7 +25,9 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
-use koordlet::qos::fast_suppress::{FastSuppressConfig, NodeCpu};
+use koordlet::qos::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
+use koordlet::qos::cpuset::CpuList;
+use koordlet::qos::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 use koordlet::suppress_loop::{NodeCounter, SuppressLoop, SuppressLoopConfig, TickOutcome};
 use koordlet::system::{CgroupDir, CgroupLayout, Cgroups};
 use tree::{CPU_LOCK, ROOT, TestTree, setup};
@@ -30,7 +38,10 @@ const TICK: Duration = Duration::from_millis(50);
 /// to `park`, a sibling of kubepods capped at 1 % of a CPU (idle LS).
 fn step_ls(tree: &TestTree, pid: u32, on: bool) {
     let rel = if on { "kubepods/ls" } else { "park" };
-    for c in ["cpu", "cpuacct"] {
+    for c in ["cpu", "cpuacct", "cpuset"] {
+        if c == "cpuset" && !tree.path(c, rel).exists() {
+            continue;
+        }
         tree.write(c, rel, "cgroup.procs", &pid.to_string())
             .expect("move LS burner");
     }
@@ -338,7 +349,312 @@ fn fast_suppress_reaction_latency() {
     assert_eq!(reacted, reps, "some repetitions never lowered the BE quota");
 }
 
+// ---- policy cpuset --------------------------------------------------------------------
+
+const BE_CONTAINER: &str = "kubepods/besteffort/poda/c1";
+
+/// The cpuset test tree: kubepods/{ls,besteffort/poda/c1} in cpu, cpuacct and cpuset; the LS
+/// burner parked; two BE burners in the BE container.
+fn cpuset_tree() -> Option<(TestTree, u32, Vec<u32>)> {
+    if !std::path::Path::new(ROOT).join("cpuset/cpuset.cpus").exists() {
+        println!("skipped: no cgroup v1 cpuset controller at /sys/fs/cgroup/cpuset");
+        return None;
+    }
+    if tree::topology().len() < 2 {
+        println!("skipped: needs at least 2 CPUs");
+        return None;
+    }
+    let mut tree = setup(&["cpu", "cpuacct", "cpuset"])?;
+    let _ = tree.write("cpu", "", "cpu.shares", "262144");
+    for d in [
+        "park",
+        "kubepods",
+        "kubepods/ls",
+        "kubepods/besteffort",
+        "kubepods/besteffort/poda",
+        BE_CONTAINER,
+    ] {
+        tree.mkdir(d).expect("mkdir");
+    }
+    tree.write("cpu", "park", "cpu.cfs_quota_us", "1000")
+        .expect("park quota");
+    let ls = tree.spawn_burner("park");
+    let be = (0..2).map(|_| tree.spawn_burner(BE_CONTAINER)).collect();
+    Some((tree, ls, be))
+}
+
+/// What the QoS round would publish for this tree; BE never below one CPU here.
+fn cpuset_scope(tree: &TestTree) -> Arc<CpusetScope> {
+    let dir = |rel: &str| CgroupState {
+        dir: tree.rel(rel),
+        ..Default::default()
+    };
+    Arc::new(CpusetScope {
+        be: BeCgroups {
+            besteffort: dir("kubepods/besteffort"),
+            pods: vec![BePodCgroups {
+                pod: dir("kubepods/besteffort/poda"),
+                containers: vec![dir(BE_CONTAINER)],
+            }],
+        },
+        pools: CpuPools {
+            topology: tree::topology(),
+            min_be_cpus: Some(1),
+            ..Default::default()
+        },
+        host_apps: vec![],
+    })
+}
+
+fn cpuset_of(tree: &TestTree, rel: &str) -> CpuList {
+    let text = std::fs::read_to_string(tree.path("cpuset", rel).join("cpuset.cpus")).expect("cpuset.cpus");
+    CpuList::parse(&text).expect("cpu list")
+}
+
+/// `Cpus_allowed_list` of a process (what `sched_getaffinity` returns).
+fn allowed(pid: u32) -> CpuList {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list");
+    CpuList::parse(line.trim()).expect("cpu list")
+}
+
+fn cpuset_strategy(policy: CpuSuppressPolicy) -> ResourceThresholdStrategy {
+    ResourceThresholdStrategy {
+        cpu_suppress_policy: Some(policy),
+        ..strategy()
+    }
+}
+
+#[test]
+fn fast_loop_confines_be_to_the_cpuset_after_ls_spike_and_restores() {
+    let _lock = CPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((mut tree, ls, be)) = cpuset_tree() else {
+        return;
+    };
+    let _agent = AgentCgroup::join(&mut tree);
+    let all = CpuList::from_cpus(tree::topology().iter().map(|c| c.cpu));
+    let mut fast =
+        SuppressLoop::new(cgroups(), loop_config(&tree, FastSuppressConfig::default()), None).expect("loop");
+    fast.set_cpuset_scope(Some(cpuset_scope(&tree)));
+    let node = NodeCpu {
+        capacity_milli: capacity_milli(),
+        reserved_milli: 0,
+    };
+    let run = |fast: &mut SuppressLoop, s: Option<&ResourceThresholdStrategy>, ticks: usize| {
+        let mut out = vec![];
+        for _ in 0..ticks {
+            sleep(TICK);
+            match fast.tick(Instant::now(), s, node) {
+                TickOutcome::Idle => {}
+                o => out.push(o),
+            }
+        }
+        out
+    };
+    let cpuset = cpuset_strategy(CpuSuppressPolicy::Cpuset);
+    // A quota left over from cfsQuota: the cpuset policy gives it back.
+    tree.write("cpu", "kubepods/besteffort", "cpu.cfs_quota_us", "150000")
+        .expect("quota");
+    // LS idle: 65 % of 2 CPUs = 1300m -> BE keeps both CPUs.
+    let idle = run(&mut fast, Some(&cpuset), 6);
+    assert_eq!(quota(&tree), -1, "quota not restored under cpuset ({idle:?})");
+    assert_eq!(
+        cpuset_of(&tree, "kubepods/besteffort").len(),
+        all.len(),
+        "{idle:?}"
+    );
+    // LS at one core: 1300 - ~1000 -> 1 CPU, every BE dir narrowed, the BE processes confined.
+    step_ls(&tree, ls, true);
+    let spike = run(&mut fast, Some(&cpuset), 10);
+    let chosen = cpuset_of(&tree, "kubepods/besteffort");
+    println!("cpuset: BE {all} -> {chosen} after LS spike (outcomes {spike:?})");
+    assert_eq!(chosen.len(), 1, "BE not confined: {chosen} ({spike:?})");
+    for rel in ["kubepods/besteffort/poda", BE_CONTAINER] {
+        assert_eq!(cpuset_of(&tree, rel), chosen, "{rel}");
+    }
+    for pid in &be {
+        assert_eq!(allowed(*pid), chosen, "BE burner {pid} affinity");
+    }
+    assert_eq!(allowed(ls), all, "LS burner must keep every CPU");
+    let used = tree.measure(&["kubepods/besteffort"], Duration::from_millis(500))[0];
+    println!("cpuset: BE uses {used:.0}m on {chosen}");
+    assert!(used < 1150.0, "BE on one CPU used {used:.0}m");
+    // LS idle again: the set grows back (increases paced at 1 s).
+    step_ls(&tree, ls, false);
+    let calm = run(&mut fast, Some(&cpuset), 40);
+    assert_eq!(
+        cpuset_of(&tree, "kubepods/besteffort").len(),
+        all.len(),
+        "{calm:?}"
+    );
+    // Narrow again, then switch to cfsQuota: the cpusets go back to the full set.
+    step_ls(&tree, ls, true);
+    run(&mut fast, Some(&cpuset), 10);
+    assert_eq!(cpuset_of(&tree, BE_CONTAINER).len(), 1);
+    let quota_policy = cpuset_strategy(CpuSuppressPolicy::CfsQuota);
+    let switched = run(&mut fast, Some(&quota_policy), 6);
+    step_ls(&tree, ls, false);
+    for rel in ["kubepods/besteffort", "kubepods/besteffort/poda", BE_CONTAINER] {
+        assert_eq!(
+            cpuset_of(&tree, rel),
+            all,
+            "{rel} after the switch ({switched:?})"
+        );
+    }
+    for pid in &be {
+        assert_eq!(allowed(*pid), all);
+    }
+    assert!(quota(&tree) > 0, "cfsQuota wrote no quota ({switched:?})");
+    // Back to cpuset and narrowed, then suppress off: quota -1 and the full set everywhere.
+    step_ls(&tree, ls, true);
+    run(&mut fast, Some(&cpuset), 10);
+    step_ls(&tree, ls, false);
+    assert_eq!(cpuset_of(&tree, BE_CONTAINER).len(), 1);
+    let off = run(&mut fast, None, 3);
+    assert_eq!(off, vec![TickOutcome::Wrote(-1)]);
+    assert_eq!(quota(&tree), -1);
+    for rel in ["kubepods/besteffort", "kubepods/besteffort/poda", BE_CONTAINER] {
+        assert_eq!(cpuset_of(&tree, rel), all, "{rel} after disable");
+    }
+}
+
+#[test]
+#[ignore = "benchmark: ~2 min of real cgroup load; run with --ignored --nocapture"]
+fn fast_suppress_cpuset_reaction_latency() {
+    let _lock = CPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((mut tree, ls, be)) = cpuset_tree() else {
+        return;
+    };
+    let _agent = AgentCgroup::join(&mut tree);
+    let reps: usize = std::env::var("KOORD_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let capacity = capacity_milli();
+    let all = tree::topology().len();
+    let fast_cfg = FastSuppressConfig {
+        increase_interval: Duration::from_millis(150),
+        ..FastSuppressConfig::default()
+    };
+    let (_scope_tx, scope_rx) = tokio::sync::watch::channel(Some(cpuset_scope(&tree)));
+    let fast = SuppressLoop::new(cgroups(), loop_config(&tree, fast_cfg), None)
+        .expect("loop")
+        .with_scope_updates(scope_rx);
+    let (snap_tx, snap_rx) = tokio::sync::watch::channel(snapshot_with(capacity, "cpuset"));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let gates = koordlet::features::FeatureGates::parse("").expect("gates");
+    let runner = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let task = tokio::spawn(fast.run(snap_rx, gates));
+            let _ = stop_rx.await;
+            task.abort();
+        });
+    });
+    let _ = snap_tx.send_replace(snapshot_with(capacity, "cpuset"));
+    sleep(Duration::from_secs(2));
+    let count = |rel: &str| cpuset_of(&tree, rel).len();
+    let mut first_write = vec![];
+    let mut all_written = vec![];
+    let mut share_drop = vec![];
+    let (mut be_before_all, mut be_after_all) = (vec![], vec![]);
+    for rep in 0..reps {
+        let until = Instant::now() + Duration::from_secs(10);
+        while count("kubepods/besteffort") < all && Instant::now() < until {
+            sleep(Duration::from_millis(20));
+        }
+        sleep(Duration::from_millis(300 + (rep as u64 * 7) % 50));
+        let be_before = tree.measure(&["kubepods/besteffort"], Duration::from_millis(200))[0];
+        // BE on one CPU uses at most 1000m.
+        let drop_at = (be_before + 1000.0) / 2.0;
+        let mut samples: std::collections::VecDeque<(Instant, u64)> = Default::default();
+        let step = Instant::now();
+        step_ls(&tree, ls, true);
+        let (mut first, mut full, mut dropped) = (None, None, None);
+        while step.elapsed() < Duration::from_secs(3)
+            && (first.is_none() || full.is_none() || dropped.is_none())
+        {
+            let now = Instant::now();
+            // Children are narrowed first, the besteffort dir last.
+            if first.is_none() && count(BE_CONTAINER) < all {
+                first = Some(now - step);
+            }
+            if full.is_none() && count("kubepods/besteffort") < all {
+                full = Some(now - step);
+            }
+            samples.push_back((now, tree.cpuacct_ns("kubepods/besteffort")));
+            while samples.len() > 2 && now - samples[1].0 >= Duration::from_millis(100) {
+                samples.pop_front();
+            }
+            if dropped.is_none()
+                && let (Some(a), Some(b)) = (samples.front(), samples.back())
+                && b.0 - a.0 >= Duration::from_millis(100)
+            {
+                let rate = (b.1 - a.1) as f64 / (b.0 - a.0).as_nanos() as f64 * 1000.0;
+                if rate <= drop_at {
+                    dropped = Some(now - step);
+                }
+            }
+            sleep(Duration::from_millis(2));
+        }
+        let be_after = tree.measure(&["kubepods/besteffort"], Duration::from_millis(300))[0];
+        if full.is_some() {
+            let set = cpuset_of(&tree, BE_CONTAINER);
+            for pid in &be {
+                assert_eq!(allowed(*pid), set, "BE burner {pid} not confined");
+            }
+        }
+        step_ls(&tree, ls, false);
+        let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+        be_before_all.push(be_before);
+        be_after_all.push(be_after);
+        for (v, d, what) in [
+            (&mut first_write, first, "container narrowed"),
+            (&mut all_written, full, "besteffort narrowed"),
+            (&mut share_drop, dropped, "share drop"),
+        ] {
+            match ms(d) {
+                Some(x) => v.push(x),
+                None => println!("rep {rep}: no {what} within 3 s"),
+            }
+        }
+    }
+    let _ = stop_tx.send(());
+    let _ = runner.join();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let reacted = all_written.len();
+    let mut worst: Vec<(usize, f64)> = all_written.iter().copied().enumerate().collect();
+    worst.sort_by(|a, b| b.1.total_cmp(&a.1));
+    worst.truncate(3);
+    println!("fast suppress reaction latency, cpuset, tick {TICK:?}, {reps} reps, min BE cpus 1");
+    println!("slowest (rep, ms) to all BE cpusets written: {worst:?}");
+    println!(
+        "node {capacity}m ({all} CPUs), threshold 65 %: BE {all} CPUs with LS idle -> 1 with LS at one core"
+    );
+    summary("step -> BE container cpuset narrowed", first_write);
+    summary("step -> all BE cpusets written", all_written);
+    summary("step -> BE measured share dropped", share_drop);
+    println!(
+        "BE usage before step {:.0}m, 300 ms after {:.0}m (mean); loadavg {}",
+        mean(&be_before_all),
+        mean(&be_after_all),
+        load.trim()
+    );
+    assert_eq!(reacted, reps, "some repetitions never narrowed the BE cpuset");
+}
+
 fn snapshot(capacity: i64) -> koordlet::states::Snapshot {
+    snapshot_with(capacity, "cfsQuota")
+}
+
+fn snapshot_with(capacity: i64, policy: &str) -> koordlet::states::Snapshot {
     let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "bench"},
         "status": {"capacity": {"cpu": format!("{capacity}m")}, "allocatable": {"cpu": format!("{capacity}m")}}
@@ -348,7 +664,7 @@ fn snapshot(capacity: i64) -> koordlet::states::Snapshot {
         "resourceUsedThresholdWithBE": {
             "enable": true,
             "cpuSuppressThresholdPercent": 65,
-            "cpuSuppressPolicy": "cfsQuota"
+            "cpuSuppressPolicy": policy
         }
     }))
     .expect("nodeslo");

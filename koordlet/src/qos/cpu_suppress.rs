@@ -87,6 +87,9 @@ pub struct CpuPools {
     /// The kubelet runs the `static` CPU manager policy: pinned containers live under the QoS
     /// and pod dirs, so only BE container dirs are narrowed.
     pub kubelet_static_policy: bool,
+    /// Smallest BE cpuset; `None` is upstream's [`MIN_BE_CPUS`]. The agent never sets it; tests
+    /// on machines with two CPUs set 1 so that a budget change can move the cpuset at all.
+    pub min_be_cpus: Option<usize>,
 }
 
 impl CpuPools {
@@ -97,6 +100,20 @@ impl CpuPools {
             .difference(&self.reserved)
             .difference(&self.system_exclusive)
     }
+
+    /// The smallest BE cpuset (CPUs), before availability.
+    pub fn min_cpus(&self) -> usize {
+        self.min_be_cpus.unwrap_or(MIN_BE_CPUS).max(1)
+    }
+}
+
+/// CPUs the `cpuset` policy wants for `budget`: `max(ceil(budget / 1000), min)`, the budget
+/// clamped to `0..capacity`.
+pub fn wanted_cpus(b: &Budget, min_cpus: usize) -> usize {
+    let budget = b.budget_milli.clamp(0, b.capacity_milli.max(0));
+    usize::try_from(budget.saturating_add(999) / 1000)
+        .unwrap_or(0)
+        .max(min_cpus)
 }
 
 /// Everything suppress looks at.
@@ -311,10 +328,7 @@ fn suppress_by_cpuset(input: &SuppressInput<'_>, b: &Budget, plan: &mut Suppress
         plan.reason = "no CPU available to BE (topology unknown or all CPUs owned)".into();
         return;
     }
-    let budget = b.budget_milli.clamp(0, b.capacity_milli);
-    let wanted = usize::try_from(budget.saturating_add(999) / 1000)
-        .unwrap_or(0)
-        .max(MIN_BE_CPUS);
+    let wanted = wanted_cpus(b, pools.min_cpus());
     let mut given = wanted;
     if let Some(old) = input.cgroups.besteffort.cpuset.as_ref().filter(|c| !c.is_empty()) {
         let step = (pools.topology.len() * CPUSET_RAMP_UP_PERCENT).div_ceil(100);

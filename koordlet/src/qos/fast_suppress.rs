@@ -2,17 +2,23 @@
 //! turned into the [`super::cpu_suppress`] budget, so an LS spike shrinks the besteffort quota
 //! within one or two ticks instead of upstream's 1-2 s.
 //!
-//! Only three counters are needed: node busy time (`/proc/stat`), the `kubepods` cgroup's CPU
-//! time and the `besteffort` cgroup's CPU time. Over one tick they give
+//! Three counters are needed: node busy time (`/proc/stat`), the `kubepods` cgroup's CPU time
+//! and the `besteffort` cgroup's CPU time, plus the CPU time of the non-BE host applications
+//! outside `kubepods` when the NodeSLO names any. Over one tick they give
 //!
 //! ```text
-//! non-BE pod usage = kubepods − besteffort        system usage = node − kubepods
+//! host-app usage = Σ host apps          non-BE usage = kubepods − besteffort + host-app
+//! system usage   = node − kubepods − host-app
 //! ```
 //!
-//! which are exactly the inputs of [`cpu_suppress::budget`] (host applications are part of the
-//! system share here). Smoothing is asymmetric: the non-BE usage used is
-//! `max(last tick, EWMA)`, so a spike counts at once and its end is forgotten gradually; the
-//! system share (coarse `/proc/stat` ticks, slow-moving daemons) is an EWMA only.
+//! which are exactly the inputs of [`cpu_suppress::budget`]. Smoothing is asymmetric: the
+//! non-BE usage used is `max(last tick, EWMA)`, so a spike counts at once and its end is
+//! forgotten gradually; the system share (coarse `/proc/stat` ticks, slow-moving daemons) is an
+//! EWMA only.
+//!
+//! Policy `cpuset` decides the CPU count here; [`FastSuppress::full_plan`] then runs the full
+//! [`cpu_suppress::decide`] on the fast usage (topology-aware selection, safe write order, the
+//! restore of what the policy does not use).
 //!
 //! The quota rules are [`cpu_suppress::quota_decision`]'s (floor, skip tiny changes, bounded
 //! ramp-up, immediate decrease); this module adds one thing the fast cadence needs: decreases
@@ -27,7 +33,9 @@ use std::time::Duration;
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-use super::cpu_suppress::{self, BeCgroups, Budget, CpuPools, CpuUsage, QuotaDecision, SuppressInput};
+use super::cpu_suppress::{
+    self, BeCgroups, Budget, CpuPools, CpuUsage, QuotaDecision, SuppressInput, SuppressPlan,
+};
 
 /// Default tick of the fast loop.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(50);
@@ -64,6 +72,8 @@ pub struct CounterSample {
     pub kubepods_ns: u64,
     /// CPU time of the `besteffort` cgroup (ns).
     pub be_ns: u64,
+    /// Σ CPU time of the non-BE host applications outside `kubepods` (ns; 0 without any).
+    pub host_ns: u64,
 }
 
 /// Node CPU figures from the Node object.
@@ -86,6 +96,9 @@ pub struct FastUsage {
     pub non_be_last_milli: i64,
     /// Non-BE pod usage fed to the budget: `max(last, EWMA)`.
     pub non_be_milli: i64,
+    /// Non-BE host applications outside `kubepods` over the last tick (part of the non-BE
+    /// usage above, not of the system share).
+    pub host_app_milli: i64,
     /// System usage fed to the budget (EWMA of node − kubepods).
     pub system_milli: i64,
 }
@@ -97,6 +110,25 @@ pub struct CpusetSize {
     pub current: usize,
     /// CPUs BE may ever use (all minus LSE, reserved, exclusive SYSTEM).
     pub available: usize,
+    /// Smallest BE cpuset ([`CpuPools::min_cpus`]).
+    pub min: usize,
+}
+
+/// What the fast loop needs besides its counters, kept up to date by the slower QoS round
+/// (which has the pod list, the NodeSLO and the topology): for policy `cpuset` the BE cgroup
+/// dirs (besteffort, BE pods, their containers; current values are read by the loop when it
+/// writes) and the CPU pools (topology, reserved, LSE, LSR, exclusive SYSTEM CPUs); for the
+/// budget the cgroups of the non-BE host applications outside `kubepods`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpusetScope {
+    /// The besteffort tree (dirs).
+    pub be: BeCgroups,
+    /// CPU topology and owners.
+    pub pools: CpuPools,
+    /// Cgroup dirs of the NodeSLO's host applications outside `kubepods` (all non-BE: a BE
+    /// host application lives under besteffort). Their CPU time is non-BE host-application
+    /// usage, not system usage.
+    pub host_apps: Vec<String>,
 }
 
 /// What the caller should do after a tick.
@@ -175,6 +207,12 @@ impl FastSuppress {
         self.last_budget
     }
 
+    /// Forgets the last reading: the next one only takes a baseline (the set of counters behind
+    /// a sample changed, e.g. a host application was added).
+    pub fn rebase(&mut self) {
+        self.last = None;
+    }
+
     /// Folds one counter reading into the smoothed usage. Returns false when no usage could be
     /// derived (first reading, clock not advanced, a counter went backwards: cgroup recreated).
     pub fn observe(&mut self, sample: CounterSample) -> bool {
@@ -186,6 +224,7 @@ impl FastSuppress {
             || sample.node_busy_ns < prev.node_busy_ns
             || sample.kubepods_ns < prev.kubepods_ns
             || sample.be_ns < prev.be_ns
+            || sample.host_ns < prev.host_ns
         {
             return false;
         }
@@ -194,8 +233,9 @@ impl FastSuppress {
         let node = milli(sample.node_busy_ns, prev.node_busy_ns);
         let kubepods = milli(sample.kubepods_ns, prev.kubepods_ns);
         let be = milli(sample.be_ns, prev.be_ns).min(kubepods);
-        let non_be = kubepods - be;
-        let system = (node - kubepods).max(0.0);
+        let host = milli(sample.host_ns, prev.host_ns).min((node - kubepods).max(0.0));
+        let non_be = kubepods - be + host;
+        let system = (node - kubepods - host).max(0.0);
         if self.warm {
             let alpha = |tau: Duration| 1.0 - (-dt.as_secs_f64() / tau.as_secs_f64().max(1e-3)).exp();
             self.non_be_ewma += alpha(self.config.non_be_decay) * (non_be - self.non_be_ewma);
@@ -210,6 +250,7 @@ impl FastSuppress {
             be_milli: be.round() as i64,
             non_be_last_milli: non_be.round() as i64,
             non_be_milli: non_be.max(self.non_be_ewma).round() as i64,
+            host_app_milli: host.round() as i64,
             system_milli: self.system_ewma.round() as i64,
         };
         true
@@ -217,22 +258,62 @@ impl FastSuppress {
 
     /// The budget from the current smoothed usage.
     pub fn budget(&self, strategy: &ResourceThresholdStrategy, node: NodeCpu) -> Budget {
+        self.with_input(
+            strategy,
+            node,
+            &self.no_cgroups,
+            &self.no_cpus,
+            cpu_suppress::budget,
+        )
+    }
+
+    /// The full [`cpu_suppress::decide`] on the current smoothed usage with the BE tree's
+    /// current values `be` and the CPU pools: the topology-aware cpuset selection and its
+    /// writes in safe order, plus the restore of whatever the policy does not use (quota −1
+    /// under `cpuset`, the full BE cpuset under `cfsQuota`). `strategy` `None` (suppress off)
+    /// gives the restore of both.
+    pub fn full_plan(
+        &self,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+        be: &BeCgroups,
+        pools: &CpuPools,
+    ) -> SuppressPlan {
+        let off = ResourceThresholdStrategy::default();
+        let strategy = strategy.filter(|s| s.enable == Some(true)).unwrap_or(&off);
+        self.with_input(strategy, node, be, pools, cpu_suppress::decide)
+    }
+
+    fn with_input<T>(
+        &self,
+        strategy: &ResourceThresholdStrategy,
+        node: NodeCpu,
+        cgroups: &BeCgroups,
+        cpus: &CpuPools,
+        f: impl FnOnce(&SuppressInput<'_>) -> T,
+    ) -> T {
         let u = self.usage;
+        // The smoothed non-BE usage holds the host applications' share: report it apart.
+        let host = u.host_app_milli.clamp(0, u.non_be_milli.max(0));
         let pods = [CpuUsage {
             be: false,
-            usage_milli: u.non_be_milli,
+            usage_milli: u.non_be_milli - host,
         }];
-        cpu_suppress::budget(&SuppressInput {
+        let host_apps = [CpuUsage {
+            be: false,
+            usage_milli: host,
+        }];
+        f(&SuppressInput {
             strategy,
             capacity_milli: node.capacity_milli,
             reserved_milli: node.reserved_milli,
             // BE is left out of both the node and the pods: `budget` then sees exactly the
-            // smoothed system share as `node − Σ pods`.
+            // smoothed system share as `node − Σ pods − Σ host apps`.
             node_usage_milli: u.non_be_milli.saturating_add(u.system_milli),
             pods: &pods,
-            host_apps: &[],
-            cgroups: &self.no_cgroups,
-            cpus: &self.no_cpus,
+            host_apps: &host_apps,
+            cgroups,
+            cpus,
         })
     }
 
@@ -290,15 +371,8 @@ impl FastSuppress {
                 }
             }
             CpuSuppressPolicy::Cpuset => {
-                let wanted = usize::try_from(
-                    budget
-                        .budget_milli
-                        .clamp(0, budget.capacity_milli)
-                        .saturating_add(999)
-                        / 1000,
-                )
-                .unwrap_or(0)
-                .max(cpu_suppress::MIN_BE_CPUS);
+                let min = cpus.map_or(cpu_suppress::MIN_BE_CPUS, |c| c.min);
+                let wanted = cpu_suppress::wanted_cpus(&budget, min);
                 let reachable = cpus.map_or(wanted, |c| wanted.min(c.available.max(1)));
                 match cpus.map(|c| c.current) {
                     Some(n) if n == reachable => FastAction::Idle,

@@ -200,6 +200,7 @@ fn cpuset_policy_asks_for_a_resize_only_when_the_count_changes() {
         Some(CpusetSize {
             current,
             available: 4,
+            min: 2,
         })
     };
     f.tick(feed.next(0, 0, 0), Some(&s), NODE, None, size(4));
@@ -226,10 +227,46 @@ fn cpuset_policy_asks_for_a_resize_only_when_the_count_changes() {
     let few = Some(CpusetSize {
         current: 2,
         available: 2,
+        min: 2,
     });
     g.tick(feed.next(0, 0, 0), Some(&s), NODE, None, few);
     assert_eq!(
         g.tick(feed.next(0, 0, 0), Some(&s), NODE, None, few),
         FastAction::Idle
     );
+}
+
+/// Host applications outside kubepods are non-BE host usage, not system usage: with a node
+/// reservation above the system share, they are still subtracted in full (upstream's formula),
+/// and a host-application spike lowers the quota on the next tick like a pod spike.
+#[test]
+fn host_applications_are_non_be_usage_not_system() {
+    let s = strategy(CpuSuppressPolicy::CfsQuota);
+    let node = NodeCpu {
+        capacity_milli: 4000,
+        reserved_milli: 500,
+    };
+    let ns = |milli: u64| milli * TICK.as_nanos() as u64 / 1000;
+    let mut f = FastSuppress::new(FastSuppressConfig::default());
+    let mut sample = CounterSample::default();
+    let mut step = |f: &mut FastSuppress, kubepods: u64, be: u64, host: u64, system: u64| {
+        sample.at += TICK;
+        sample.kubepods_ns += ns(kubepods);
+        sample.be_ns += ns(be);
+        sample.host_ns += ns(host);
+        sample.node_busy_ns += ns(kubepods + host + system);
+        f.tick(sample, Some(&s), node, Some(-1), None)
+    };
+    step(&mut f, 0, 0, 0, 0);
+    // Host app 800m, system 100m (< reservation 500m): budget 2600 - 800 - 500 = 1300m.
+    let a = step(&mut f, 1000, 1000, 800, 100);
+    let FastAction::SetQuota { budget, usage, .. } = a else {
+        panic!("{a:?}")
+    };
+    assert_eq!(usage.host_app_milli, 800);
+    assert_eq!(budget.host_app_non_be_milli, 800);
+    assert_eq!(budget.pod_non_be_milli, 0);
+    assert_eq!(budget.system_milli, 500);
+    assert_eq!(budget.budget_milli, 1300);
+    // Counted as system instead it would hide under the reservation: 2600 - max(900, 500) = 1700.
 }

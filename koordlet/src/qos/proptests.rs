@@ -136,6 +136,7 @@ proptest! {
             lsr: mask_to_list(owners.2),
             system_exclusive: CpuList::default(),
             kubelet_static_policy: static_policy,
+            min_be_cpus: None,
         };
         let plan = cpu_suppress::decide(&SuppressInput {
             strategy: &s,

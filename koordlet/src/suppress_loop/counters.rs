@@ -23,6 +23,8 @@ pub(crate) enum CounterKind {
     Int,
     /// `cpu.max`: `max <period>` (-1) or `<quota> <period>`, returned per 100 ms period.
     CpuMax,
+    /// A CPU list (`cpuset.cpus`): only its size is read.
+    CpuList,
 }
 
 /// One kept-open counter file.
@@ -82,6 +84,7 @@ impl CounterFile {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|us| us.saturating_mul(1000)),
             CounterKind::Int | CounterKind::CpuMax => text.trim().parse().ok(),
+            CounterKind::CpuList => cpu_list_len(text).map(|n| n as u64),
         };
         value.ok_or_else(|| parse_error(&self.path, "counter", "unexpected content"))
     }
@@ -114,6 +117,29 @@ pub(crate) fn proc_stat_busy(text: &str) -> Option<u64> {
         }
     }
     Some(busy)
+}
+
+/// Number of CPUs in a kernel CPU list (`0-3,8,10-11`), without allocating; empty text is 0.
+pub(crate) fn cpu_list_len(text: &str) -> Option<usize> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(0);
+    }
+    let mut n = 0usize;
+    for part in text.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?),
+            None => {
+                let v = part.trim().parse::<u32>().ok()?;
+                (v, v)
+            }
+        };
+        if b < a {
+            return None;
+        }
+        n = n.saturating_add((b - a) as usize + 1);
+    }
+    Some(n)
 }
 
 /// `cpu.max` as a v1 quota per 100 ms period (-1 for `max`).
@@ -151,6 +177,15 @@ mod tests {
         assert_eq!(cpu_max_quota("5000 10000\n"), Some(50_000));
         assert_eq!(cpu_max_quota("5000 0\n"), None);
         assert_eq!(cpu_max_quota("garbage"), None);
+    }
+
+    #[test]
+    fn cpu_list_sizes() {
+        assert_eq!(cpu_list_len("0-3,8,10-11\n"), Some(7));
+        assert_eq!(cpu_list_len("\n"), Some(0));
+        assert_eq!(cpu_list_len("1"), Some(1));
+        assert_eq!(cpu_list_len("3-1"), None);
+        assert_eq!(cpu_list_len("x"), None);
     }
 
     #[test]

@@ -212,3 +212,88 @@ async fn run_waits_for_a_nodeslo_then_restores_when_disabled() {
         .expect("returns at once with the gate off");
     assert_eq!(f.quota_text().trim(), "50000");
 }
+
+/// Policy cpuset on a fake v1 tree with 8 CPUs (4 cores × 2 threads): a non-BE spike narrows
+/// every BE dir to whole cores, the leftover quota goes back to −1, and disabling suppress
+/// gives every dir the full set.
+#[test]
+fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
+    use crate::qos::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
+    use crate::qos::cpuset::CpuInfo;
+    let f = Fake::new(CgroupVersion::V1);
+    let dirs = [
+        "kubepods/besteffort",
+        "kubepods/besteffort/poda",
+        "kubepods/besteffort/poda/c1",
+    ];
+    for d in dirs {
+        f.put("cpuset", d, "cpuset.cpus", "0-7\n");
+    }
+    f.put("cpu", "kubepods/besteffort", "cpu.cfs_quota_us", "50000\n");
+    let cpuset = |d: &str| {
+        std::fs::read_to_string(f.root.join("cpuset").join(d).join("cpuset.cpus"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let state = |d: &str| CgroupState {
+        dir: d.to_owned(),
+        ..Default::default()
+    };
+    let scope = CpusetScope {
+        be: BeCgroups {
+            besteffort: state(dirs[0]),
+            pods: vec![BePodCgroups {
+                pod: state(dirs[1]),
+                containers: vec![state(dirs[2])],
+            }],
+        },
+        pools: CpuPools {
+            topology: (0..8)
+                .map(|cpu| CpuInfo {
+                    cpu,
+                    core: cpu / 2,
+                    socket: 0,
+                    node: 0,
+                })
+                .collect(),
+            ..Default::default()
+        },
+        host_apps: vec![],
+    };
+    let mut l = f.fast_loop(false);
+    let s = ResourceThresholdStrategy {
+        cpu_suppress_policy: Some(CpuSuppressPolicy::Cpuset),
+        ..strategy()
+    };
+    let node = NodeCpu {
+        capacity_milli: 8000,
+        reserved_milli: 0,
+    };
+    let t0 = Instant::now();
+    // No scope yet: nothing is written under cpuset.
+    assert_eq!(l.tick(t0, Some(&s), node), TickOutcome::Idle);
+    l.set_cpuset_scope(Some(Arc::new(scope)));
+    // 100 ms: non-BE 400 ms (4000m): budget 5200 - 4000 = 1200m -> 2 CPUs, one whole core.
+    f.set_usage(500, 500, 100);
+    let out = l.tick(t0 + Duration::from_millis(100), Some(&s), node);
+    assert_eq!(out, TickOutcome::WroteCpuset(2));
+    for d in dirs {
+        assert_eq!(cpuset(d), "0-1", "{d}");
+    }
+    assert_eq!(f.quota_text().trim(), "-1");
+    // Same usage: nothing more.
+    f.set_usage(1000, 1000, 200);
+    assert_eq!(
+        l.tick(t0 + Duration::from_millis(200), Some(&s), node),
+        TickOutcome::Idle
+    );
+    // Suppress off: quota -1 (already) and the full set everywhere.
+    assert_eq!(
+        l.tick(t0 + Duration::from_millis(300), None, node),
+        TickOutcome::Wrote(-1)
+    );
+    for d in dirs {
+        assert_eq!(cpuset(d), "0-7", "{d}");
+    }
+}

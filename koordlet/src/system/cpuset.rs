@@ -1,18 +1,26 @@
 //! CPU lists as the kernel writes them (`cpuset.cpus`, `/sys/devices/system/cpu/online`):
-//! `"0-3,5,8-9"`, empty for none.
+//! `"0-3,5,8-9"`, empty for none. The one CPU-set type of the crate: the system layer reads
+//! and writes it, the QoS strategies (`qos::cpuset`, which re-exports it as `CpuList`) compute
+//! with it.
 //!
-//! Stored as sorted, merged, inclusive ranges, so a hostile `"0-4294967295"` costs 8 bytes, not
-//! four billion entries.
+//! A bitset (one bit per CPU, no trailing zero words, so equality is set equality): suppress
+//! compares and merges the cpusets of every BE cgroup each round, which must stay cheap. CPU ids
+//! of 65536 and above are refused (no machine has them), so a hostile `"0-4294967295"` costs an
+//! error, not half a gigabyte.
 
 use std::fmt;
 
 use super::ParseError;
 
+/// More CPUs than any machine has: an id beyond this is garbage, refused before it costs memory.
+pub const MAX_CPUS: u32 = 65_536;
+
+const WHAT: &str = "cpu list";
+
 /// A set of CPU ids. Equality is semantic: `"0,1,2"` equals `"0-2"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct CpuSet {
-    /// Sorted, non-overlapping, non-adjacent inclusive ranges.
-    ranges: Vec<(u32, u32)>,
+    words: Vec<u64>,
 }
 
 impl CpuSet {
@@ -21,26 +29,25 @@ impl CpuSet {
         Self::default()
     }
 
-    /// Builds a set from CPU ids in any order.
+    /// Builds a set from CPU ids in any order (ids ≥ [`MAX_CPUS`] are ignored: no such CPU).
     pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> Self {
         let mut set = Self::new();
-        for cpu in cpus {
+        for cpu in cpus.into_iter().filter(|c| *c < MAX_CPUS) {
             set.insert_range(cpu, cpu);
         }
         set
     }
 
     /// Parses the kernel list format. Whitespace around the list (the trailing newline) is
-    /// ignored; anything else malformed is an error.
+    /// ignored; anything else malformed (empty elements, signs, inner spaces, descending
+    /// ranges, ids ≥ [`MAX_CPUS`]) is an error.
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        const WHAT: &str = "cpu list";
         let text = text.trim();
         let mut set = Self::new();
         if text.is_empty() {
             return Ok(set);
         }
         for part in text.split(',') {
-            let part = part.trim();
             let (lo, hi) = match part.split_once('-') {
                 Some((lo, hi)) => (parse_cpu(lo)?, parse_cpu(hi)?),
                 None => {
@@ -51,93 +58,118 @@ impl CpuSet {
             if lo > hi {
                 return Err(ParseError::new(WHAT, format!("descending range {part:?}")));
             }
+            if hi >= MAX_CPUS {
+                return Err(ParseError::new(
+                    WHAT,
+                    format!("{part:?} names a CPU beyond 65535"),
+                ));
+            }
             set.insert_range(lo, hi);
         }
         Ok(set)
     }
 
     /// Number of CPUs in the set.
-    pub fn len(&self) -> u64 {
-        self.ranges.iter().map(|&(lo, hi)| u64::from(hi - lo) + 1).sum()
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// True when no CPU is in the set.
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.words.is_empty()
     }
 
     /// True when `cpu` is in the set.
     pub fn contains(&self, cpu: u32) -> bool {
-        self.ranges.iter().any(|&(lo, hi)| lo <= cpu && cpu <= hi)
+        self.word((cpu / 64) as usize) & (1u64 << (cpu % 64)) != 0
     }
 
-    /// True when every CPU of `self` is in `other`.
+    /// True when every CPU of `self` is in `other` (a cpuset write that narrows nothing).
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        self.ranges
+        self.words
             .iter()
-            .all(|&(lo, hi)| other.ranges.iter().any(|&(olo, ohi)| olo <= lo && hi <= ohi))
+            .enumerate()
+            .all(|(i, w)| w & !other.word(i) == 0)
     }
 
-    /// The union, used to widen a parent before its children move.
+    /// CPUs in either set (used to widen a parent before its children move).
     pub fn union(&self, other: &CpuSet) -> CpuSet {
-        let mut out = self.clone();
-        for &(lo, hi) in &other.ranges {
-            out.insert_range(lo, hi);
-        }
-        out
+        self.combine(other, |a, b| a | b)
+    }
+
+    /// CPUs of `self` not in `other`.
+    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+        self.combine(other, |a, b| a & !b)
+    }
+
+    /// CPUs in both sets.
+    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+        self.combine(other, |a, b| a & b)
     }
 
     /// Iterates the CPU ids in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.ranges.iter().flat_map(|&(lo, hi)| lo..=hi)
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u32)
+                .filter(move |bit| w & (1u64 << bit) != 0)
+                .map(move |bit| i as u32 * 64 + bit)
+        })
     }
 
-    fn insert_range(&mut self, lo: u32, hi: u32) {
-        let (mut lo, mut hi) = (lo, hi);
-        let mut merged = Vec::with_capacity(self.ranges.len() + 1);
-        let mut placed = false;
-        for &(a, b) in &self.ranges {
-            if b.saturating_add(1) < lo {
-                merged.push((a, b));
-            } else if hi.saturating_add(1) < a {
-                if !placed {
-                    merged.push((lo, hi));
-                    placed = true;
-                }
-                merged.push((a, b));
-            } else {
-                lo = lo.min(a);
-                hi = hi.max(b);
-            }
+    /// Sets CPUs `a..=b` (`a <= b < MAX_CPUS`), a word at a time.
+    fn insert_range(&mut self, a: u32, b: u32) {
+        let (first, last) = ((a / 64) as usize, (b / 64) as usize);
+        if self.words.len() <= last {
+            self.words.resize(last + 1, 0);
         }
-        if !placed {
-            merged.push((lo, hi));
-            merged.sort_unstable();
+        for (i, word) in self.words.iter_mut().enumerate().take(last + 1).skip(first) {
+            let lo = if i == first { a % 64 } else { 0 };
+            let hi = if i == last { b % 64 } else { 63 };
+            *word |= (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
         }
-        self.ranges = merged;
+    }
+
+    fn word(&self, i: usize) -> u64 {
+        self.words.get(i).copied().unwrap_or(0)
+    }
+
+    fn combine(&self, other: &CpuSet, op: impl Fn(u64, u64) -> u64) -> CpuSet {
+        let n = self.words.len().max(other.words.len());
+        let mut words: Vec<u64> = (0..n).map(|i| op(self.word(i), other.word(i))).collect();
+        while words.last() == Some(&0) {
+            words.pop();
+        }
+        CpuSet { words }
     }
 }
 
 fn parse_cpu(text: &str) -> Result<u32, ParseError> {
-    let text = text.trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ParseError::new("cpu list", format!("not a cpu id: {text:?}")));
+        return Err(ParseError::new(WHAT, format!("not a cpu id: {text:?}")));
     }
     text.parse::<u32>()
-        .map_err(|e| ParseError::new("cpu list", format!("{text:?}: {e}")))
+        .map_err(|e| ParseError::new(WHAT, format!("{text:?}: {e}")))
 }
 
 impl fmt::Display for CpuSet {
-    /// The canonical kernel form: ranges of 2+ CPUs as `a-b`, single CPUs alone.
+    /// The canonical kernel form: runs of 2+ CPUs as `a-b`, single CPUs alone.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, &(lo, hi)) in self.ranges.iter().enumerate() {
-            if i > 0 {
+        let mut first = true;
+        let mut iter = self.iter().peekable();
+        while let Some(start) = iter.next() {
+            let mut end = start;
+            while iter.peek() == Some(&(end + 1)) {
+                end += 1;
+                iter.next();
+            }
+            if !first {
                 f.write_str(",")?;
             }
-            if lo == hi {
-                write!(f, "{lo}")?;
+            first = false;
+            if end == start {
+                write!(f, "{start}")?;
             } else {
-                write!(f, "{lo}-{hi}")?;
+                write!(f, "{start}-{end}")?;
             }
         }
         Ok(())
@@ -157,7 +189,7 @@ mod tests {
             ("5,0,1,2,3", "0-3,5", 5),
             ("0-1,2-3", "0-3", 4),
             ("7", "7", 1),
-            ("0-4294967295", "0-4294967295", 1 << 32),
+            ("0-65535", "0-65535", 1 << 16),
         ] {
             let set = CpuSet::parse(input).unwrap();
             assert_eq!(set.to_string(), canonical, "{input:?}");
@@ -167,7 +199,18 @@ mod tests {
 
     #[test]
     fn rejects_malformed_lists() {
-        for bad in ["a", "1-", "-1", "3-1", "1,,2", "1 2", "+1", "99999999999"] {
+        for bad in [
+            "a",
+            "1-",
+            "-1",
+            "3-1",
+            "1,,2",
+            "1 2",
+            "+1",
+            "99999999999",
+            "0-4294967295",
+            "65536",
+        ] {
             assert!(CpuSet::parse(bad).is_err(), "{bad:?} must be refused");
         }
     }
@@ -180,6 +223,9 @@ mod tests {
         assert!(CpuSet::parse("1-2").unwrap().is_subset(&a));
         assert!(CpuSet::new().is_subset(&a));
         assert_eq!(a.union(&b).to_string(), "0-5");
+        assert_eq!(a.difference(&b).to_string(), "0-1");
+        assert_eq!(a.intersection(&b).to_string(), "2-3");
+        assert!(a.difference(&a).is_empty() && a.difference(&a) == CpuSet::new());
         assert!(a.contains(3) && !a.contains(4));
         assert_eq!(a.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     }

@@ -122,6 +122,9 @@ pub struct ReadScope<'a> {
     /// Skip pods whose resolved burst policy is `none` (the live loop: they only get burst
     /// reset to 0, which the executor's cache makes free, and reading them costs file I/O).
     pub skip_burst_none: bool,
+    /// `namespace/name` of pods that had a burst policy other than `none` in an earlier round: read even when
+    /// `none` now, so that their scaled CFS quota is reset to the limit (with burst 0).
+    pub burst_recent: Option<&'a std::collections::HashSet<String>>,
 }
 
 impl ReadScope<'_> {
@@ -131,6 +134,7 @@ impl ReadScope<'_> {
             be_pods: true,
             burst,
             skip_burst_none: false,
+            burst_recent: None,
         }
     }
 }
@@ -154,6 +158,9 @@ pub fn cgroup_reads(
         } else if is_burst_candidate(p)
             && scope.burst.is_some_and(|s| {
                 !scope.skip_burst_none
+                    || scope
+                        .burst_recent
+                        .is_some_and(|r| !r.is_empty() && r.contains(&format!("{}/{}", p.namespace, p.name)))
                     || koord_api::config::resolve_pod_burst_for(s, &p.pod)
                         .config
                         .policy

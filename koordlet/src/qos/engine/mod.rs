@@ -65,6 +65,20 @@ pub struct UsageFacts {
     pub be_window: Option<(BeCpuUsage, u32)>,
     /// The latest BE totals.
     pub be_latest: Option<BeCpuUsage>,
+    /// CPU usage of the NodeSLO's host applications.
+    pub host_apps: Vec<HostAppUsage>,
+}
+
+/// Latest CPU usage of one NodeSLO host application.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostAppUsage {
+    /// Its name in the NodeSLO.
+    pub name: String,
+    /// Counts as BE (upstream's `NonBEHostAppFilter` negated: QoS `BE` and cgroup base
+    /// `KubepodsBesteffort`).
+    pub be: bool,
+    /// CPU in milli-cores.
+    pub cpu_milli: f64,
 }
 
 /// What the cgroup files hold now (v1 units), keyed by directory relative to the root.
@@ -363,6 +377,16 @@ fn suppress(
         return Err("node CPU usage not measured yet".into());
     }
     let pods = build::suppress_usages(input);
+    let host_apps: Vec<cpu_suppress::CpuUsage> = input
+        .usage
+        .host_apps
+        .iter()
+        .filter(|h| h.cpu_milli.is_finite())
+        .map(|h| cpu_suppress::CpuUsage {
+            be: h.be,
+            usage_milli: h.cpu_milli as i64,
+        })
+        .collect();
     let cgroups = build::be_cgroups(input);
     let cpus = build::cpu_pools(input);
     Ok(cpu_suppress::decide(&cpu_suppress::SuppressInput {
@@ -371,10 +395,41 @@ fn suppress(
         reserved_milli: input.node.reserved_milli(),
         node_usage_milli: node_usage.unwrap_or(0.0) as i64,
         pods: &pods,
-        host_apps: &[],
+        host_apps: &host_apps,
         cgroups: &cgroups,
         cpus: &cpus,
     }))
+}
+
+/// What the fast suppress loop needs from the round: the BE cgroup dirs (values left out: the
+/// loop reads what it needs when it writes), the CPU pools, and the cgroups of the host
+/// applications outside `kubepods`.
+pub fn cpuset_scope(input: &EngineInput<'_>) -> super::fast_suppress::CpusetScope {
+    let mut be = build::be_cgroups(input);
+    let strip = |c: &mut cpu_suppress::CgroupState| {
+        c.cfs_quota_us = None;
+        c.cpuset = None;
+    };
+    strip(&mut be.besteffort);
+    for p in &mut be.pods {
+        strip(&mut p.pod);
+        p.containers.iter_mut().for_each(strip);
+    }
+    let kubepods = input.paths.kubepods_dir();
+    let host_apps = input
+        .node_slo
+        .and_then(|s| s.host_applications.as_deref())
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|a| crate::gather::host_app_dir(a, input.paths))
+        .filter(|d| !d.starts_with(&kubepods))
+        .map(|d| d.to_string())
+        .collect();
+    super::fast_suppress::CpusetScope {
+        be,
+        pools: build::cpu_pools(input),
+        host_apps,
+    }
 }
 
 fn burst(input: &EngineInput<'_>) -> Result<BurstPlan, String> {

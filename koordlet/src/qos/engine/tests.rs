@@ -259,3 +259,122 @@ fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
     );
     assert!(sources.contains(&("other", "node")));
 }
+
+/// Seed 000 the other way round: the pod strategy that scaled `pay`'s quota and gave it a
+/// kernel burst is removed (node policy `none`). The live round still reads `pay` (it had a
+/// burst policy last round) and the plan puts burst back to 0 and the quota back to the limit,
+/// container and pod.
+#[test]
+fn removed_pod_strategy_resets_burst_and_scaled_quota() {
+    let pay = pod(
+        "pay",
+        "frontend",
+        "u-pay",
+        "LS",
+        json!({"metadata": {"labels": {"app": "payment", "koordinator.sh/qosClass": "LS"}},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}}]}}),
+    );
+    let with_strategy = slo(json!({"cpuBurstStrategy": {
+        "policy": "none",
+        "podStrategies": [{"namespace": "frontend", "podSelector": {"matchLabels": {"app": "payment"}},
+                           "cpuBurstConfig": {"policy": "auto", "cpuBurstPercent": 100, "cfsQuotaBurstPercent": 300}}]}}));
+    let without = slo(json!({"cpuBurstStrategy": {"policy": "none"}}));
+    let paths = KubeCgroupPaths::new(CgroupDriver::Cgroupfs);
+    let strategy = |s: &NodeSLOSpec| s.cpu_burst_strategy.clone().unwrap();
+    // Reads: skipped for a `none` pod unless it had a burst policy last round.
+    let live = |s: &NodeSLOSpec, recent: &std::collections::HashSet<String>| {
+        cgroup_reads(
+            std::slice::from_ref(&pay),
+            &paths,
+            ReadScope {
+                be_pods: false,
+                burst: Some(&strategy(s)),
+                skip_burst_none: true,
+                burst_recent: Some(recent),
+            },
+        )
+        .len()
+    };
+    let none = std::collections::HashSet::new();
+    let recent: std::collections::HashSet<String> = ["frontend/pay".to_string()].into();
+    assert_eq!(
+        live(&with_strategy, &none),
+        2 + 4,
+        "besteffort + pod and container quota/burst"
+    );
+    assert_eq!(live(&without, &none), 2, "a `none` pod is not read");
+    assert_eq!(live(&without, &recent), 2 + 4, "a formerly bursting pod is read");
+
+    let mut w = World::new(vec![pay.clone()], Some(without), "");
+    let pod_dir = pay.cgroup_dir(&w.paths).to_string();
+    let c = pay
+        .container_dir(&w.paths, &pay.containers[0])
+        .unwrap()
+        .to_string();
+    // What the burst left: container quota ×1.44, pod quota moved by the same delta, bursts.
+    for (dir, quota, burst) in [(&pod_dir, 144_000, 100_000), (&c, 144_000, 100_000)] {
+        w.cgroups.ints.insert((dir.clone(), FILE_CFS_QUOTA), quota);
+        w.cgroups.ints.insert((dir.clone(), FILE_CFS_BURST), burst);
+    }
+    let plan = w.run();
+    let writes: Vec<_> = plan
+        .writes
+        .iter()
+        .filter(|x| x.strategy == "cpu_burst")
+        .map(|x| (x.cgroup.as_str(), x.file, x.value.as_str()))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            (c.as_str(), FILE_CFS_BURST, "0"),
+            (pod_dir.as_str(), FILE_CFS_BURST, "0"),
+            (c.as_str(), FILE_CFS_QUOTA, "100000"),
+            (pod_dir.as_str(), FILE_CFS_QUOTA, "100000"),
+        ],
+        "burst first (it must not exceed the lowered quota), then container before pod"
+    );
+    let burst = plan.strategies.cpu_burst.ran().unwrap();
+    assert_eq!(burst.pods[0].source, "node");
+    assert_eq!(
+        burst.pods[0].containers[0].quota_op,
+        Some(cpu_burst::QuotaOp::Reset)
+    );
+}
+
+/// Host applications enter the budget: non-BE ones are subtracted on their own and leave the
+/// system share; a BE one (QoS BE under besteffort) only leaves the system share.
+#[test]
+fn suppress_budget_subtracts_non_be_host_applications() {
+    let mut w = World::new(
+        vec![],
+        Some(slo(json!({"resourceUsedThresholdWithBE": {
+            "enable": true, "cpuSuppressPolicy": "cfsQuota", "cpuSuppressThresholdPercent": 65}}))),
+        "",
+    );
+    w.usage.node_cpu_milli = Some(4000.0);
+    w.usage.host_apps = vec![
+        HostAppUsage {
+            name: "nginx".into(),
+            be: false,
+            cpu_milli: 1500.0,
+        },
+        HostAppUsage {
+            name: "batch-agent".into(),
+            be: true,
+            cpu_milli: 500.0,
+        },
+    ];
+    let plan = w.run();
+    let b = plan.strategies.cpu_suppress.ran().unwrap().plan.budget.unwrap();
+    assert_eq!(b.host_app_non_be_milli, 1500);
+    // system = 4000 − 0 pods − 2000 host apps = 2000.
+    assert_eq!(b.system_milli, 2000);
+    // 8000 × 65 % − 1500 − 2000 = 1700 (without host apps it would be 5200 − 4000 = 1200: the
+    // BE host app's 500m is no longer charged to the system).
+    assert_eq!(b.budget_milli, 1700);
+    // With a reservation above the system share, the host app is still subtracted in full.
+    w.node.cpu_allocatable_milli = 5000;
+    let plan = w.run();
+    let b = plan.strategies.cpu_suppress.ran().unwrap().plan.budget.unwrap();
+    assert_eq!((b.system_milli, b.budget_milli), (3000, 5200 - 1500 - 3000));
+}
