@@ -74,16 +74,7 @@ async fn all_components_run_against_the_embedded_cluster() {
     }))
     .unwrap();
     // The webhook's cache learns about the profile through its watch: retry until it has.
-    let created = common::wait_for("a mutated pod", Duration::from_secs(20), async || {
-        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
-        let labels = created.metadata.labels.clone().unwrap_or_default();
-        if labels.get("koordinator.sh/qosClass").map(String::as_str) == Some("BE") {
-            return Some(created);
-        }
-        pods.delete("driver", &DeleteParams::default()).await.unwrap();
-        None
-    })
-    .await;
+    let created = common::create_until_mutated_to_be(&pods, &pod).await;
     let labels = created.metadata.labels.clone().unwrap();
     assert_eq!(labels["koordinator.sh/mutated"], "true");
     assert_eq!(labels["koordinator.sh/priority"], "1000");

@@ -27,7 +27,7 @@ use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::executor::{CgroupWrite, Executor, ExecutorConfig};
+use crate::executor::{ApplyReport, CgroupWrite, Executor, ExecutorConfig};
 use crate::features::FeatureGates;
 use crate::qos::CgroupWrite as PlanWrite;
 use crate::qos::FILE_CFS_QUOTA;
@@ -532,18 +532,7 @@ impl SuppressLoop {
                 Err(e) => warn!(strategy = STRATEGY, error = %e, "cpu suppress: bad plan write"),
             }
         }
-        let report = self.executor.apply(writes, now);
-        for f in &report.errors {
-            warn!(strategy = STRATEGY, error = %f.error, "BE cpuset/quota write failed");
-        }
-        if let Some(m) = &self.metrics {
-            m.telemetry.record_apply(STRATEGY, &report);
-            if !report.changes.is_empty() {
-                m.writes
-                    .get_or_create(&vec![("direction".to_string(), direction.to_string())])
-                    .inc();
-            }
-        }
+        let report = self.apply(writes, now, direction, "BE cpuset/quota write failed");
         if !report.errors.is_empty() {
             return TickOutcome::Idle;
         }
@@ -558,16 +547,18 @@ impl SuppressLoop {
         TickOutcome::WroteCpuset(n)
     }
 
-    fn write_quota(&mut self, now: Instant, quota_us: i64, direction: &str) -> TickOutcome {
-        let write = CgroupWrite {
-            cgroup: self.config.besteffort.clone(),
-            resource: CgroupResource::CpuCfsQuota,
-            value: CgroupValue::Int(quota_us),
-            strategy: STRATEGY.to_owned(),
-        };
-        let report = self.executor.apply(vec![write], now);
+    /// Applies `writes` through the executor, logs each failed write with `failure` and
+    /// records the outcome (and a write in `direction` when anything changed) in the metrics.
+    fn apply(
+        &mut self,
+        writes: Vec<CgroupWrite>,
+        now: Instant,
+        direction: &str,
+        failure: &str,
+    ) -> ApplyReport {
+        let report = self.executor.apply(writes, now);
         for f in &report.errors {
-            warn!(strategy = STRATEGY, error = %f.error, "besteffort quota write failed");
+            warn!(strategy = STRATEGY, error = %f.error, "{failure}");
         }
         if let Some(m) = &self.metrics {
             m.telemetry.record_apply(STRATEGY, &report);
@@ -577,6 +568,17 @@ impl SuppressLoop {
                     .inc();
             }
         }
+        report
+    }
+
+    fn write_quota(&mut self, now: Instant, quota_us: i64, direction: &str) -> TickOutcome {
+        let write = CgroupWrite {
+            cgroup: self.config.besteffort.clone(),
+            resource: CgroupResource::CpuCfsQuota,
+            value: CgroupValue::Int(quota_us),
+            strategy: STRATEGY.to_owned(),
+        };
+        let report = self.apply(vec![write], now, direction, "besteffort quota write failed");
         if report.errors.is_empty() {
             self.assumed_quota = Some(quota_us);
             TickOutcome::Wrote(quota_us)

@@ -160,3 +160,46 @@ fn missing_usage_skips_with_reasons_instead_of_guessing() {
         "{writes:?}"
     );
 }
+
+#[test]
+fn suppress_budget_in_plan_subtracts_non_be_host_applications() {
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/plan_seed001_memory.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let options = PlanOptions {
+        version: CgroupVersion::V1,
+        driver: CgroupDriver::Cgroupfs,
+        cgroups: None,
+        gates: FeatureGates::parse("BECPUSuppress=true").unwrap(),
+        collect_interval_seconds: 1.0,
+    };
+    let budget = |input: &koordlet::plan::PlanInput| {
+        plan(input, &options)["strategies"]["cpu_suppress"]["budget"].clone()
+    };
+    let mut input = parse_input(&text).unwrap();
+    let without = budget(&input);
+    assert_eq!(without["host_app_non_be_milli"], 0, "{without}");
+
+    // A non-BE host application using 600m, and a BE one (besteffort cgroup) using 300m.
+    let slo = input.node_slo.as_mut().unwrap();
+    slo.spec.host_applications = Some(
+        serde_json::from_value(serde_json::json!([
+            {"name": "nginx", "qos": "LS", "cgroupPath": {"base": "CgroupRoot", "relativePath": "nginx/"}},
+            {"name": "spark-shuffle", "qos": "BE",
+             "cgroupPath": {"base": "KubepodsBesteffort", "relativePath": "shuffle/"}}
+        ]))
+        .unwrap(),
+    );
+    let status = input.node_metric.as_mut().unwrap().status.as_mut().unwrap();
+    status.host_application_metric = Some(
+        serde_json::from_value(serde_json::json!([
+            {"name": "nginx", "usage": {"resources": {"cpu": "600m", "memory": "1Gi"}}, "qos": "LS"},
+            {"name": "spark-shuffle", "usage": {"resources": {"cpu": "300m", "memory": "1Gi"}}, "qos": "BE"}
+        ]))
+        .unwrap(),
+    );
+    let with = budget(&input);
+    assert_eq!(with["host_app_non_be_milli"], 600, "{with}");
+}

@@ -130,6 +130,23 @@ fn cgroups() -> Arc<Cgroups> {
     Arc::new(Cgroups::new(ROOT, CgroupLayout::v1()))
 }
 
+/// CPU time samples of one cgroup over the last 100 ms (one CFS period): `push` returns the
+/// usage rate over that window in milli-cores once it spans 100 ms.
+#[derive(Default)]
+struct RateWindow(std::collections::VecDeque<(Instant, u64)>);
+
+impl RateWindow {
+    fn push(&mut self, now: Instant, cpuacct_ns: u64) -> Option<f64> {
+        let window = Duration::from_millis(100);
+        self.0.push_back((now, cpuacct_ns));
+        while self.0.len() > 2 && now - self.0[1].0 >= window {
+            self.0.pop_front();
+        }
+        let (a, b) = (self.0.front()?, self.0.back()?);
+        (b.0 - a.0 >= window).then(|| (b.1 - a.1) as f64 / (b.0 - a.0).as_nanos() as f64 * 1000.0)
+    }
+}
+
 #[test]
 fn fast_loop_lowers_be_quota_after_ls_spike_and_restores_when_disabled() {
     let _lock = CPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -270,7 +287,7 @@ fn fast_suppress_reaction_latency() {
         // BE usage samples every 2 ms; the share has "dropped" when BE's usage over the last
         // 100 ms (one CFS period) is below the midpoint of before and the new quota.
         let drop_at = (be_before + target as f64 / 100.0) / 2.0;
-        let mut samples: std::collections::VecDeque<(Instant, u64)> = Default::default();
+        let mut samples = RateWindow::default();
         let step = Instant::now();
         step_ls(&tree, ls, true);
         let (mut first, mut full, mut dropped) = (None, None, None);
@@ -285,18 +302,11 @@ fn fast_suppress_reaction_latency() {
             if full.is_none() && q <= target + (before_q - target) / 4 {
                 full = Some(now - step);
             }
-            samples.push_back((now, tree.cpuacct_ns("kubepods/besteffort")));
-            while samples.len() > 2 && now - samples[1].0 >= Duration::from_millis(100) {
-                samples.pop_front();
-            }
-            if dropped.is_none()
-                && let (Some(a), Some(b)) = (samples.front(), samples.back())
-                && b.0 - a.0 >= Duration::from_millis(100)
+            if let Some(rate) = samples.push(now, tree.cpuacct_ns("kubepods/besteffort"))
+                && dropped.is_none()
+                && rate <= drop_at
             {
-                let rate = (b.1 - a.1) as f64 / (b.0 - a.0).as_nanos() as f64 * 1000.0;
-                if rate <= drop_at {
-                    dropped = Some(now - step);
-                }
+                dropped = Some(now - step);
             }
             sleep(Duration::from_millis(2));
         }
@@ -573,7 +583,7 @@ fn fast_suppress_cpuset_reaction_latency() {
         let be_before = tree.measure(&["kubepods/besteffort"], Duration::from_millis(200))[0];
         // BE on one CPU uses at most 1000m.
         let drop_at = (be_before + 1000.0) / 2.0;
-        let mut samples: std::collections::VecDeque<(Instant, u64)> = Default::default();
+        let mut samples = RateWindow::default();
         let step = Instant::now();
         step_ls(&tree, ls, true);
         let (mut first, mut full, mut dropped) = (None, None, None);
@@ -588,18 +598,11 @@ fn fast_suppress_cpuset_reaction_latency() {
             if full.is_none() && count("kubepods/besteffort") < all {
                 full = Some(now - step);
             }
-            samples.push_back((now, tree.cpuacct_ns("kubepods/besteffort")));
-            while samples.len() > 2 && now - samples[1].0 >= Duration::from_millis(100) {
-                samples.pop_front();
-            }
-            if dropped.is_none()
-                && let (Some(a), Some(b)) = (samples.front(), samples.back())
-                && b.0 - a.0 >= Duration::from_millis(100)
+            if let Some(rate) = samples.push(now, tree.cpuacct_ns("kubepods/besteffort"))
+                && dropped.is_none()
+                && rate <= drop_at
             {
-                let rate = (b.1 - a.1) as f64 / (b.0 - a.0).as_nanos() as f64 * 1000.0;
-                if rate <= drop_at {
-                    dropped = Some(now - step);
-                }
+                dropped = Some(now - step);
             }
             sleep(Duration::from_millis(2));
         }

@@ -175,16 +175,7 @@ async fn chart_objects_work_in_the_embedded_cluster_with_the_webhook_on_the_char
             "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}}}]}
     }))
     .unwrap();
-    let created = common::wait_for("a mutated pod", Duration::from_secs(20), async || {
-        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
-        let labels = created.metadata.labels.clone().unwrap_or_default();
-        if labels.get("koordinator.sh/qosClass").map(String::as_str) == Some("BE") {
-            return Some(created);
-        }
-        pods.delete("driver", &DeleteParams::default()).await.unwrap();
-        None
-    })
-    .await;
+    let created = common::create_until_mutated_to_be(&pods, &pod).await;
     let labels = created.metadata.labels.clone().unwrap();
     assert_eq!(labels["koordinator.sh/mutated"], "true");
     assert_eq!(labels["koordinator.sh/priority"], "1111");

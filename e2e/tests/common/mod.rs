@@ -63,6 +63,25 @@ pub async fn nodes(cluster: &TestCluster, count: usize) -> SimulatedNodes {
     nodes
 }
 
+/// Creates `pod` until the webhook has mutated it into QoS BE, deleting each attempt it did not
+/// mutate: the webhook learns about a new ClusterColocationProfile through its watch.
+pub async fn create_until_mutated_to_be(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> k8s_openapi::api::core::v1::Pod {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    wait_for("a mutated pod", Duration::from_secs(20), async || {
+        let created = pods.create(&kube::api::PostParams::default(), pod).await.unwrap();
+        let labels = created.metadata.labels.clone().unwrap_or_default();
+        if labels.get("koordinator.sh/qosClass").map(String::as_str) == Some("BE") {
+            return Some(created);
+        }
+        pods.delete(&name, &kube::api::DeleteParams::default()).await.unwrap();
+        None
+    })
+    .await
+}
+
 /// Polls `probe` every 200 ms until it answers, failing after `timeout`.
 pub async fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

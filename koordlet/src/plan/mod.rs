@@ -197,6 +197,7 @@ pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
     let usage = offline::usage(
         input.node_metric.as_ref(),
         &pods,
+        slo.and_then(|s| s.host_applications.as_deref()).unwrap_or(&[]),
         offline::be_window_seconds(slo, interval),
         interval,
     );

@@ -9,13 +9,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use koord_api::nodeslo::HostApplicationSpec;
 use koord_api::quantity::{ExactQuantity, amount_of};
 use koord_api::resources::container_amounts;
 use koord_api::{NodeMetric, QoSClass};
 
 use crate::qos::cpu_evict;
 use crate::qos::cpuset::CpuList;
-use crate::qos::engine::{BeCpuUsage, CgroupFacts, NodeFacts, PodUsage, UsageFacts};
+use crate::qos::engine::{BeCpuUsage, CgroupFacts, HostAppUsage, NodeFacts, PodUsage, UsageFacts};
 use crate::qos::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, milli_cpu_to_quota};
 use crate::states::PodMeta;
 use crate::system::KubeCgroupPaths;
@@ -26,10 +27,13 @@ fn amount(list: &BTreeMap<String, Quantity>, name: &str) -> Option<i64> {
 }
 
 /// Usage from the NodeMetric status; `window_seconds` is the satisfaction window the status
-/// stands for, `collect_interval_seconds` the interval it is sampled at.
+/// stands for, `collect_interval_seconds` the interval it is sampled at. Host applications are
+/// the NodeSLO's `hostApplications` that have an entry in `hostApplicationMetric` (matched by
+/// name); whether one counts as BE comes from its NodeSLO entry, as on the live path.
 pub fn usage(
     metric: Option<&NodeMetric>,
     pods: &[PodMeta],
+    host_applications: &[HostApplicationSpec],
     window_seconds: f64,
     collect_interval_seconds: f64,
 ) -> UsageFacts {
@@ -44,6 +48,20 @@ pub fn usage(
             .and_then(|m| u64::try_from(m).ok()),
         ..UsageFacts::default()
     };
+    let app_metrics = status
+        .and_then(|s| s.host_application_metric.as_deref())
+        .unwrap_or(&[]);
+    usage.host_apps = host_applications
+        .iter()
+        .filter_map(|app| {
+            let metric = app_metrics.iter().find(|m| m.name == app.name)?;
+            Some(HostAppUsage {
+                name: app.name.clone(),
+                be: crate::gather::host_app_is_be(app),
+                cpu_milli: amount(&metric.usage.resources, "cpu")? as f64,
+            })
+        })
+        .collect();
     let metrics = status.and_then(|s| s.pods_metric.as_deref()).unwrap_or(&[]);
     let (mut be_usage, mut be_request, mut be_measured) = (0.0, 0i64, false);
     for p in pods {
