@@ -396,13 +396,13 @@ fn read_slot<T>(
     resource: CgroupResource,
     dir: &dyn Fn() -> CgroupDir,
     buf: &mut Vec<u8>,
-    read: impl Fn(&CgroupFile, &mut Vec<u8>) -> Result<T, SystemError>,
+    read: impl Fn(&mut CgroupFile, &mut Vec<u8>) -> Result<T, SystemError>,
 ) -> Result<T, SystemError> {
-    let file = match slot.take() {
+    let mut file = match slot.take() {
         Some(file) => file,
         None => cgroups.file(resource, &dir())?,
     };
-    let result = read(&file, buf);
+    let result = read(&mut file, buf);
     if !matches!(result, Err(SystemError::CgroupDirMissing(_))) {
         *slot = Some(file);
     }

@@ -26,7 +26,7 @@ pub mod resource;
 
 use std::path::{Path, PathBuf};
 
-pub use cgroup_file::CgroupFile;
+pub use cgroup_file::{CgroupFile, FdBudget};
 pub use cgroupfs::{CgroupDir, Cgroups};
 pub use cpuset::CpuSet;
 pub use error::{ParseError, SystemError};
