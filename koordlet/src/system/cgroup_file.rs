@@ -287,6 +287,12 @@ impl KeptFile {
 
 /// Reads `file` from offset 0 to its end into `buf` (cleared first) with `pread`, which leaves
 /// the file position alone and makes a kernfs seq file regenerate its content.
+///
+/// A read that returns less than it asked for ends the file: true for regular files and for
+/// the single-record seq files the collectors read (cgroup value files and `memory.stat`,
+/// whose one record is rendered whole and handed out up to the requested size). That saves
+/// the second, empty `pread` per file. Multi-record seq files (`cgroup.procs`) are not read
+/// through [`CgroupFile`].
 fn read_all_at(file: &File, buf: &mut Vec<u8>) -> Result<(), Errno> {
     buf.clear();
     buf.reserve(READ_BUFFER_BYTES);
@@ -294,9 +300,10 @@ fn read_all_at(file: &File, buf: &mut Vec<u8>) -> Result<(), Errno> {
         if buf.len() == buf.capacity() {
             buf.reserve(buf.len().max(READ_BUFFER_BYTES));
         }
+        let asked = buf.capacity() - buf.len();
         let offset = buf.len() as u64;
         match rustix::io::pread(file.as_fd(), rustix::buffer::spare_capacity(buf), offset) {
-            Ok(0) => return Ok(()),
+            Ok(n) if n < asked => return Ok(()),
             Ok(_) => {}
             Err(Errno::INTR) => {}
             Err(errno) => return Err(errno),
