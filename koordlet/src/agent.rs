@@ -79,7 +79,10 @@ pub async fn run_agent(
     let mut cgroups = Cgroups::detect(&roots)?;
     if let Some(max) = args.max_kept_cgroup_files {
         let limit = max.min(cgroups.fd_budget().limit());
-        info!(kept_cgroup_files = limit, "cgroup file-descriptor budget lowered by flag");
+        info!(
+            kept_cgroup_files = limit,
+            "cgroup file-descriptor budget lowered by flag"
+        );
         cgroups = cgroups.with_fd_budget(crate::system::FdBudget::new(limit));
     }
     let cgroups = Arc::new(cgroups);

@@ -213,7 +213,7 @@ impl CgroupFile {
                 Ok(true) => return Ok(()),
                 // Stale: the cgroup (or the file) was removed; reopen by path below.
                 Ok(false) => {}
-                Err(errno) if matches!(errno, Errno::NODEV | Errno::STALE | Errno::NOENT) => {}
+                Err(Errno::NODEV | Errno::STALE | Errno::NOENT) => {}
                 Err(errno) => return Err(self.io_error(errno.into())),
             }
             self.kept = None;
