@@ -76,7 +76,16 @@ pub async fn run_agent(
         sys: args.sys_root.clone(),
         resctrl: args.resctrl_root.clone(),
     };
-    let cgroups = Arc::new(Cgroups::detect(&roots)?);
+    let mut cgroups = Cgroups::detect(&roots)?;
+    if let Some(max) = args.max_kept_cgroup_files {
+        let limit = max.min(cgroups.fd_budget().limit());
+        info!(
+            kept_cgroup_files = limit,
+            "cgroup file-descriptor budget lowered by flag"
+        );
+        cgroups = cgroups.with_fd_budget(crate::system::FdBudget::new(limit));
+    }
+    let cgroups = Arc::new(cgroups);
     let driver = match args.cgroup_driver {
         DriverArg::Cgroupfs => CgroupDriver::Cgroupfs,
         DriverArg::Systemd => CgroupDriver::Systemd,

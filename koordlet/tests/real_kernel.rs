@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use koordlet::executor::{CgroupWrite, Executor, ExecutorConfig};
 use koordlet::system::{
-    CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, ContainerId,
-    KubeCgroupPaths, KubeQosClass, PodUid, Subsystem, SystemRoots,
+    CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, ContainerId, FdBudget,
+    KubeCgroupPaths, KubeQosClass, PodUid, Subsystem, SystemError, SystemRoots,
 };
 
 /// Removes the created directories, deepest first.
@@ -204,4 +204,87 @@ fn detection_paths_and_executor_on_the_real_kernel() {
         !cgroups.root().join("cpu").join(&parent).exists(),
         "test tree removed"
     );
+}
+
+/// The kept-open cgroup file handles (`CgroupFile`) on real cgroupfs: a kept descriptor re-read
+/// at offset 0 sees new values, a removed cgroup is reported missing (the kernel fails reads of
+/// a removed kernfs file) and a cgroup created again at the same path is reopened.
+#[test]
+fn kept_cgroup_files_follow_a_recreated_cgroup_on_the_real_kernel() {
+    let cgroups = match host() {
+        Ok(c) => c.with_fd_budget(FdBudget::new(8)),
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let dir = CgroupDir::new(format!("koord-test-fd-{}-{nanos}", std::process::id())).unwrap();
+    let mut guard = CgroupTreeGuard { dirs: Vec::new() };
+    create(&cgroups, &mut guard, dir.as_path());
+    let budget = cgroups.fd_budget().clone();
+
+    let mut shares = cgroups.file(R::CpuShares, &dir).unwrap();
+    let mut usage = cgroups.file(R::CpuUsage, &dir).unwrap();
+    let mut buf = Vec::new();
+    cgroups
+        .write(R::CpuShares, &dir, &CgroupValue::Int(2048))
+        .unwrap();
+    assert_eq!(shares.read_int(&mut buf).unwrap(), 2048);
+    assert!(shares.is_kept());
+    cgroups.write(R::CpuShares, &dir, &CgroupValue::Int(512)).unwrap();
+    assert_eq!(
+        shares.read_int(&mut buf).unwrap(),
+        512,
+        "pread at 0 regenerates the seq file"
+    );
+    assert_eq!(usage.read_u64(&mut buf).unwrap(), 0);
+    assert!(usage.is_kept());
+    assert_eq!(budget.in_use(), 2);
+
+    // Removed: the kept descriptors fail, the handles report the cgroup missing and give their
+    // slots back.
+    for path in guard.dirs.iter().rev() {
+        std::fs::remove_dir(path).unwrap();
+    }
+    assert!(matches!(
+        shares.read_int(&mut buf),
+        Err(SystemError::CgroupDirMissing(_))
+    ));
+    assert!(matches!(
+        usage.read_u64(&mut buf),
+        Err(SystemError::CgroupDirMissing(_))
+    ));
+    assert!(!shares.is_kept() && !usage.is_kept());
+    assert_eq!(budget.in_use(), 0);
+
+    // Created again at the same path (the guard already owns these paths): a fresh cgroup with
+    // the kernel's default shares, read through reopened descriptors.
+    for path in &guard.dirs {
+        std::fs::create_dir(path).unwrap();
+    }
+    assert_eq!(shares.read_int(&mut buf).unwrap(), 1024);
+    assert_eq!(usage.read_u64(&mut buf).unwrap(), 0);
+    assert!(shares.is_kept() && usage.is_kept());
+
+    // Removed and created again between two reads, with the descriptors still kept: the stale
+    // descriptor is detected and the new cgroup read.
+    cgroups
+        .write(R::CpuShares, &dir, &CgroupValue::Int(4096))
+        .unwrap();
+    assert_eq!(shares.read_int(&mut buf).unwrap(), 4096);
+    for path in guard.dirs.iter().rev() {
+        std::fs::remove_dir(path).unwrap();
+    }
+    for path in &guard.dirs {
+        std::fs::create_dir(path).unwrap();
+    }
+    assert_eq!(shares.read_int(&mut buf).unwrap(), 1024);
+    assert!(shares.is_kept());
+    assert_eq!(budget.in_use(), 2);
+    drop((shares, usage));
+    assert_eq!(budget.in_use(), 0);
 }

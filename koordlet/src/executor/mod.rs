@@ -115,7 +115,9 @@ const MAX_CACHE_ENTRIES: usize = 65_536;
 pub struct Executor {
     cgroups: Arc<Cgroups>,
     config: ExecutorConfig,
-    cache: HashMap<(CgroupResource, CgroupDir), CacheEntry>,
+    /// Last-written values by cgroup, then by file (a handful per cgroup): looked up by the
+    /// write's borrowed directory, so a cache hit allocates nothing.
+    cache: HashMap<CgroupDir, Vec<(CgroupResource, CacheEntry)>>,
 }
 
 impl Executor {
@@ -135,12 +137,12 @@ impl Executor {
 
     /// Number of cached last-written values.
     pub fn cached_entries(&self) -> usize {
-        self.cache.len()
+        self.cache.values().map(Vec::len).sum()
     }
 
     /// Forgets cached values for `dir` and below (a pod that went away).
     pub fn forget(&mut self, dir: &CgroupDir) {
-        self.cache.retain(|(_, d), _| !d.starts_with(dir));
+        self.cache.retain(|d, _| !d.starts_with(dir));
         self.cgroups.forget_dir(dir);
     }
 
@@ -148,16 +150,19 @@ impl Executor {
     pub fn apply(&mut self, plan: Vec<CgroupWrite>, now: Instant) -> ApplyReport {
         let mut report = ApplyReport::default();
         let ttl = self.config.force_refresh.saturating_mul(2);
-        self.cache
-            .retain(|_, e| now.saturating_duration_since(e.written_at) < ttl);
-        if self.cache.len() > MAX_CACHE_ENTRIES {
+        let mut entries = 0;
+        self.cache.retain(|_, files| {
+            files.retain(|(_, e)| now.saturating_duration_since(e.written_at) < ttl);
+            entries += files.len();
+            !files.is_empty()
+        });
+        if entries > MAX_CACHE_ENTRIES {
             self.cache.clear();
         }
 
         let mut pending = Vec::with_capacity(plan.len());
         for write in plan {
-            let key = (write.resource, write.cgroup.clone());
-            if let Some(entry) = self.cache.get(&key)
+            if let Some(entry) = self.cached(write.resource, &write.cgroup)
                 && entry.value == write.value
                 && now.saturating_duration_since(entry.written_at) < self.config.force_refresh
             {
@@ -196,6 +201,28 @@ impl Executor {
         report
     }
 
+    fn cached(&self, resource: CgroupResource, dir: &CgroupDir) -> Option<&CacheEntry> {
+        self.cache
+            .get(dir)?
+            .iter()
+            .find_map(|(r, e)| (*r == resource).then_some(e))
+    }
+
+    fn remember(&mut self, write: &CgroupWrite, now: Instant) {
+        let entry = CacheEntry {
+            value: write.value.clone(),
+            written_at: now,
+        };
+        let files = match self.cache.get_mut(&write.cgroup) {
+            Some(files) => files,
+            None => self.cache.entry(write.cgroup.clone()).or_default(),
+        };
+        match files.iter_mut().find(|(r, _)| *r == write.resource) {
+            Some((_, e)) => *e = entry,
+            None => files.push((write.resource, entry)),
+        }
+    }
+
     fn record_error(report: &mut ApplyReport, write: CgroupWrite, error: SystemError) {
         match error {
             SystemError::Unsupported { .. } => report.skipped_unsupported += 1,
@@ -213,17 +240,10 @@ impl Executor {
             Ok(p) => p,
             Err(e) => return Self::record_error(report, write, e),
         };
-        let key = (write.resource, write.cgroup.clone());
         if prepared.unchanged {
             report.skipped_unchanged += 1;
             if !intermediate && !self.config.dry_run {
-                self.cache.insert(
-                    key,
-                    CacheEntry {
-                        value: write.value,
-                        written_at: now,
-                    },
-                );
+                self.remember(&write, now);
             }
             return;
         }
@@ -241,13 +261,7 @@ impl Executor {
             }
             tracing::info!(target: "koordlet::audit", cgroup = %write.cgroup, file, change, strategy = %write.strategy, "cgroup write");
             if !intermediate {
-                self.cache.insert(
-                    key,
-                    CacheEntry {
-                        value: write.value.clone(),
-                        written_at: now,
-                    },
-                );
+                self.remember(&write, now);
             }
         }
         report.changes.push(AppliedChange {

@@ -13,11 +13,16 @@
 //!
 //! Cost per round: three small-file reads per pod and per container (CPU usage, memory usage,
 //! and `memory.stat` unless page cache counts). Each object's files are resolved and probed
-//! once and then read through one reused buffer; series are appended by borrowed name, so a
-//! round allocates only for objects it has not seen before.
+//! once and kept open within the fd budget (a read is one `pread`, see
+//! [`crate::system::cgroup_file`]), read through one reused buffer; series are appended by
+//! borrowed name, and a BE pod's batch-cpu request is parsed again only when the pod object
+//! changes, so a round allocates only for objects it has not seen before.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use koord_api::QoSClass;
 use koord_api::nodemetric::MemoryCollectPolicy;
@@ -75,6 +80,9 @@ struct Tracked {
     memory_stat: Option<CgroupFile>,
     /// Time and cumulative ns of the last successful CPU read.
     prev_cpu: Option<(MetricTime, u64)>,
+    /// A BE pod's summed `batch-cpu` requests (milli-cores) and the pod object they were
+    /// computed from: recomputed only when the snapshot holds a different object (an update).
+    batch_cpu_request: Option<(Arc<Pod>, i64)>,
 }
 
 impl Tracked {
@@ -86,6 +94,7 @@ impl Tracked {
             memory_usage: None,
             memory_stat: None,
             prev_cpu: None,
+            batch_cpu_request: None,
         }
     }
 
@@ -254,12 +263,16 @@ impl Collector {
                 }
                 Err(_) => summary.read_errors += 1,
             }
-            if is_be && let Some(spec) = pod.pod.spec.as_ref() {
-                be_request_milli = spec
-                    .containers
-                    .iter()
-                    .filter_map(|c| container_amounts(c).ok()?.batch_cpu_request())
-                    .fold(be_request_milli, i64::saturating_add);
+            if is_be {
+                let milli = match &tracked.batch_cpu_request {
+                    Some((seen, milli)) if Arc::ptr_eq(seen, &pod.pod) => *milli,
+                    _ => {
+                        let milli = batch_cpu_request_milli(&pod.pod);
+                        tracked.batch_cpu_request = Some((Arc::clone(&pod.pod), milli));
+                        milli
+                    }
+                };
+                be_request_milli = be_request_milli.saturating_add(milli);
             }
             for container in &pod.containers {
                 let Some(id) = &container.id else {
@@ -372,6 +385,16 @@ impl Collector {
     }
 }
 
+/// Σ `batch-cpu` requests of the pod's containers, in milli-cores.
+fn batch_cpu_request_milli(pod: &Pod) -> i64 {
+    pod.spec.as_ref().map_or(0, |spec| {
+        spec.containers
+            .iter()
+            .filter_map(|c| container_amounts(c).ok()?.batch_cpu_request())
+            .fold(0, i64::saturating_add)
+    })
+}
+
 /// The object's entry, created on first sight and marked seen in `round`.
 fn visit<'m>(
     objects: &'m mut HashMap<Box<str>, Tracked>,
@@ -396,13 +419,13 @@ fn read_slot<T>(
     resource: CgroupResource,
     dir: &dyn Fn() -> CgroupDir,
     buf: &mut Vec<u8>,
-    read: impl Fn(&CgroupFile, &mut Vec<u8>) -> Result<T, SystemError>,
+    read: impl Fn(&mut CgroupFile, &mut Vec<u8>) -> Result<T, SystemError>,
 ) -> Result<T, SystemError> {
-    let file = match slot.take() {
+    let mut file = match slot.take() {
         Some(file) => file,
         None => cgroups.file(resource, &dir())?,
     };
-    let result = read(&file, buf);
+    let result = read(&mut file, buf);
     if !matches!(result, Err(SystemError::CgroupDirMissing(_))) {
         *slot = Some(file);
     }

@@ -11,9 +11,9 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use super::cgroup_file::CgroupFile;
+use super::cgroup_file::{CgroupFile, FdBudget};
 use super::cgroup_stats::{CpuThrottling, MemoryStat};
 use super::psi::PsiStats;
 use super::resource::{self, decode, encode};
@@ -127,6 +127,7 @@ pub struct Cgroups {
     layout: CgroupLayout,
     probes: Mutex<HashMap<(CgroupResource, CgroupDir), bool>>,
     reported: Mutex<HashSet<CgroupResource>>,
+    fd_budget: Arc<FdBudget>,
 }
 
 impl Cgroups {
@@ -137,7 +138,20 @@ impl Cgroups {
             layout,
             probes: Mutex::default(),
             reported: Mutex::default(),
+            fd_budget: FdBudget::process(),
         }
+    }
+
+    /// The same tree with its own budget of kept files instead of the process-wide one
+    /// ([`FdBudget::process`]); tests use a small one, 0 keeps no file open.
+    pub fn with_fd_budget(mut self, budget: Arc<FdBudget>) -> Self {
+        self.fd_budget = budget;
+        self
+    }
+
+    /// The budget of kept-open files that [`Cgroups::file`] handles draw on.
+    pub fn fd_budget(&self) -> &Arc<FdBudget> {
+        &self.fd_budget
     }
 
     /// Detects the layout below `roots.cgroup` (see [`CgroupLayout::detect`]).
@@ -289,10 +303,16 @@ impl Cgroups {
     }
 
     /// `resource`'s file in `dir`, resolved and probed now, for repeated reads with a reused
-    /// buffer (the collectors read the same files every round).
+    /// buffer (the collectors read the same files every round). The handle keeps the file open
+    /// between reads while the fd budget allows (see [`super::cgroup_file`]).
     pub fn file(&self, resource: CgroupResource, dir: &CgroupDir) -> Result<CgroupFile, SystemError> {
         let path = self.supported_path(resource, dir)?;
-        Ok(CgroupFile::new(resource, self.file_version(resource), path))
+        Ok(CgroupFile::new(
+            resource,
+            self.file_version(resource),
+            path,
+            Arc::clone(&self.fd_budget),
+        ))
     }
 
     /// Cumulative CPU time of the cgroup in ns (`cpuacct.usage` / `cpu.stat usage_usec`).

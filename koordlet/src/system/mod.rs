@@ -3,7 +3,9 @@
 //!
 //! Every root is a parameter ([`SystemRoots`]), so the same code runs against the real host, a
 //! DaemonSet's host mounts (`/host-cgroup`, ...) or a fake tree in a temp dir. Nothing here keeps
-//! global state: a [`Cgroups`] value owns the detected layout and its caches.
+//! global state: a [`Cgroups`] value owns the detected layout and its caches. The one exception
+//! is the budget of kept-open cgroup files ([`FdBudget::process`]): the fd limit it is carved
+//! from is per process.
 //!
 //! Map of the module:
 //! - [`layout`]: which cgroup version is mounted where (mount table first, directory heuristic second).
@@ -26,7 +28,7 @@ pub mod resource;
 
 use std::path::{Path, PathBuf};
 
-pub use cgroup_file::CgroupFile;
+pub use cgroup_file::{CgroupFile, FdBudget};
 pub use cgroupfs::{CgroupDir, Cgroups};
 pub use cpuset::CpuSet;
 pub use error::{ParseError, SystemError};
