@@ -26,7 +26,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use koord_testcluster::{ClusterOptions, TestCluster};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use chart_support::{

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Pod;
 use koord_api::{NodeMetric, NodeSLO};
 use koord_e2e::components::{Components, Selection};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
