@@ -76,7 +76,9 @@ pub async fn create_until_mutated_to_be(
         if labels.get("koordinator.sh/qosClass").map(String::as_str) == Some("BE") {
             return Some(created);
         }
-        pods.delete(&name, &kube::api::DeleteParams::default()).await.unwrap();
+        pods.delete(&name, &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
         None
     })
     .await
