@@ -34,9 +34,19 @@ use tree::{CPU_LOCK, ROOT, TestTree, setup};
 
 const TICK: Duration = Duration::from_millis(50);
 
-/// Moves the LS burner: into `kubepods/ls` (the step: one write, full speed at once) or back
-/// to `park`, a sibling of kubepods capped at 1 % of a CPU (idle LS).
+/// Steps the LS burner: moves it into `kubepods/ls` and continues it (the step: full speed at
+/// once), or stops it (SIGSTOP) and moves it back to `park`, a sibling of kubepods capped at 1 %
+/// of a CPU (idle LS). Stopping it while idle matters: a busy task parked under a tiny quota is
+/// throttled, and a throttled task moved to another cgroup was seen to stay off the CPU for up
+/// to 2.5 s, so the "step" did not happen for the kernel.
 fn step_ls(tree: &TestTree, pid: u32, on: bool) {
+    let signal = |sig: rustix::process::Signal| {
+        let pid = rustix::process::Pid::from_raw(pid as i32).expect("LS burner pid");
+        rustix::process::kill_process(pid, sig).expect("signal LS burner");
+    };
+    if !on {
+        signal(rustix::process::Signal::STOP);
+    }
     let rel = if on { "kubepods/ls" } else { "park" };
     for c in ["cpu", "cpuacct", "cpuset"] {
         if c == "cpuset" && !tree.path(c, rel).exists() {
@@ -44,6 +54,9 @@ fn step_ls(tree: &TestTree, pid: u32, on: bool) {
         }
         tree.write(c, rel, "cgroup.procs", &pid.to_string())
             .expect("move LS burner");
+    }
+    if on {
+        signal(rustix::process::Signal::CONT);
     }
 }
 
@@ -81,6 +94,7 @@ fn pod_tree(be_burners: usize) -> Option<(TestTree, u32)> {
     tree.write("cpu", "park", "cpu.cfs_quota_us", "1000")
         .expect("park quota");
     let ls = tree.spawn_burner("park");
+    step_ls(&tree, ls, false);
     for _ in 0..be_burners {
         tree.spawn_burner("kubepods/besteffort");
     }
@@ -389,6 +403,7 @@ fn cpuset_tree() -> Option<(TestTree, u32, Vec<u32>)> {
     tree.write("cpu", "park", "cpu.cfs_quota_us", "1000")
         .expect("park quota");
     let ls = tree.spawn_burner("park");
+    step_ls(&tree, ls, false);
     let be = (0..2).map(|_| tree.spawn_burner(BE_CONTAINER)).collect();
     Some((tree, ls, be))
 }
@@ -573,6 +588,7 @@ fn fast_suppress_cpuset_reaction_latency() {
     let mut first_write = vec![];
     let mut all_written = vec![];
     let mut share_drop = vec![];
+    let mut ls_rates = vec![];
     let (mut be_before_all, mut be_after_all) = (vec![], vec![]);
     for rep in 0..reps {
         let until = Instant::now() + Duration::from_secs(10);
@@ -587,6 +603,14 @@ fn fast_suppress_cpuset_reaction_latency() {
         let step = Instant::now();
         step_ls(&tree, ls, true);
         let (mut first, mut full, mut dropped) = (None, None, None);
+        // LS's usage from the step to the moment the besteffort set was narrowed (or to the
+        // end of the repetition): tells a late loop from an LS that did not get its CPU.
+        let ls_at_step = tree.cpuacct_ns("kubepods/ls");
+        let ls_rate_since = |now: Instant| {
+            let ns = tree.cpuacct_ns("kubepods/ls").saturating_sub(ls_at_step);
+            ns as f64 / (now - step).as_nanos().max(1) as f64 * 1000.0
+        };
+        let mut ls_rate = 0.0;
         while step.elapsed() < Duration::from_secs(3)
             && (first.is_none() || full.is_none() || dropped.is_none())
         {
@@ -597,6 +621,7 @@ fn fast_suppress_cpuset_reaction_latency() {
             }
             if full.is_none() && count("kubepods/besteffort") < all {
                 full = Some(now - step);
+                ls_rate = ls_rate_since(now);
             }
             if let Some(rate) = samples.push(now, tree.cpuacct_ns("kubepods/besteffort"))
                 && dropped.is_none()
@@ -605,6 +630,14 @@ fn fast_suppress_cpuset_reaction_latency() {
                 dropped = Some(now - step);
             }
             sleep(Duration::from_millis(2));
+        }
+        if full.is_some() {
+            ls_rates.push(ls_rate);
+        } else {
+            println!(
+                "rep {rep}: LS used {:.0}m in the 3 s after the step",
+                ls_rate_since(Instant::now())
+            );
         }
         let be_after = tree.measure(&["kubepods/besteffort"], Duration::from_millis(300))[0];
         if full.is_some() {
@@ -633,11 +666,23 @@ fn fast_suppress_cpuset_reaction_latency() {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let reacted = all_written.len();
-    let mut worst: Vec<(usize, f64)> = all_written.iter().copied().enumerate().collect();
+    let mut worst: Vec<(usize, f64, f64)> = all_written
+        .iter()
+        .zip(&ls_rates)
+        .enumerate()
+        .map(|(rep, (ms, ls))| (rep, *ms, ls.round()))
+        .collect();
     worst.sort_by(|a, b| b.1.total_cmp(&a.1));
     worst.truncate(3);
     println!("fast suppress reaction latency, cpuset, tick {TICK:?}, {reps} reps, min BE cpus 1");
-    println!("slowest (rep, ms) to all BE cpusets written: {worst:?}");
+    println!("slowest (rep, ms to all BE cpusets written, LS milli-cores from the step to then): {worst:?}");
+    let mut sorted_ls = ls_rates.clone();
+    sorted_ls.sort_by(f64::total_cmp);
+    println!(
+        "LS usage from the step to the narrowing: p50 {:.0}m, min {:.0}m",
+        sorted_ls.get(sorted_ls.len() / 2).copied().unwrap_or(0.0),
+        sorted_ls.first().copied().unwrap_or(0.0)
+    );
     println!(
         "node {capacity}m ({all} CPUs), threshold 65 %: BE {all} CPUs with LS idle -> 1 with LS at one core"
     );
