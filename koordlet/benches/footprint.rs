@@ -6,7 +6,9 @@
 //! `BeLimitsCache`, writes applied borrowed with the executor's cache and its forced refresh
 //! (every 60 simulated seconds).
 //!
-//! `cargo bench -p koordlet --bench footprint` (prints a table; no timed assertions).
+//! `cargo bench -p koordlet --bench footprint [sizes...] [--uncached]` (prints a table; no timed
+//! assertions). `--uncached` measures the path before the per-pod cache for comparison:
+//! `be_limits::decide` every round, each write converted and applied owned.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // bench code
 
 use std::path::Path;
@@ -17,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::MetricTime;
 use koordlet::metrics::collector::{Collector, Stores};
-use koordlet::qos::be_limits::{BeLimitsCache, BeLimitsSettings};
+use koordlet::qos::be_limits::{self, BeLimitsCache, BeLimitsSettings};
 use koordlet::states::{PodMeta, Snapshot};
 use koordlet::system::{
     CgroupDriver, Cgroups, ContainerId, KubeCgroupPaths, KubeQosClass, PodUid, SystemRoots,
@@ -111,7 +113,7 @@ fn create_pod_tree(roots: &SystemRoots, paths: &KubeCgroupPaths, pod: &PodMeta, 
     }
 }
 
-fn run(pods_n: usize) {
+fn run(pods_n: usize, uncached: bool) {
     let dir = tempfile::tempdir().unwrap();
     let roots = SystemRoots::under(dir.path());
     std::fs::create_dir_all(roots.proc.join("self")).unwrap();
@@ -154,7 +156,7 @@ fn run(pods_n: usize) {
     let mut collector = Collector::new(cgroups.clone(), roots.clone(), paths.clone());
     let mut executor = Executor::new(cgroups, ExecutorConfig::default());
     // As the live loop (`engine::run_cached`): decisions kept per pod, writes applied borrowed.
-    let mut be_limits = BeLimitsCache::new();
+    let mut cache = BeLimitsCache::new();
     let mut stores = Stores::default();
     let t0 = 1_700_000_000_000i64;
     let start = Instant::now();
@@ -202,13 +204,18 @@ fn run(pods_n: usize) {
         let c0 = thread_cpu_ns();
         collector.collect(&snapshot, now, &mut stores);
         let c1 = thread_cpu_ns();
-        let decided = be_limits.decide(&snapshot.pods, &paths, BeLimitsSettings::default());
         // The executor's clock is simulated too, so its forced refresh (every 60 s) happens
         // every 60 rounds, as it would live.
-        executor.apply_refs(
-            decided.executor_writes(),
-            start + Duration::from_secs(round as u64),
-        );
+        let at = start + Duration::from_secs(round as u64);
+        if uncached {
+            // The path before the cache: decided from scratch, converted, applied owned.
+            let plan = be_limits::decide(&snapshot.pods, &paths, BeLimitsSettings::default());
+            let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
+            executor.apply(writes, at);
+        } else {
+            let decided = cache.decide(&snapshot.pods, &paths, BeLimitsSettings::default());
+            executor.apply_refs(decided.executor_writes(), at);
+        }
         let c2 = thread_cpu_ns();
         cpu_collect.push(c1 - c0);
         cpu_limits.push(c2 - c1);
@@ -250,12 +257,16 @@ fn main() {
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let uncached = std::env::args().any(|a| a == "--uncached");
+    if uncached {
+        println!("(--uncached: BE limits decided from scratch and converted every round)");
+    }
     let sizes = if sizes.is_empty() {
         vec![50, 110, 250, 500]
     } else {
         sizes
     };
     for n in sizes {
-        run(n);
+        run(n, uncached);
     }
 }
