@@ -527,7 +527,11 @@ mod tests {
         let round = cache.decide(&pods, &paths, settings);
         check_same(&round, &pods, &paths, settings);
         assert_eq!(cache.computed(), 3);
-        assert_eq!(round.pods().next().map(|p| p.cfs_quota_us), Some(250_000), "2000m + 500m");
+        assert_eq!(
+            round.pods().next().map(|p| p.cfs_quota_us),
+            Some(250_000),
+            "2000m + 500m"
+        );
 
         // A container got (another) ID: its cgroup changed, so recomputed.
         let mut changed = Pod::clone(&pods[1].pod);
