@@ -2,19 +2,24 @@
 //! over 50/110/250/500 pods × 3 containers on a generated fake cgroupfs (v1, cgroupfs driver),
 //! at a 1 s interval over 10 simulated minutes (injected clock, run as fast as possible), with
 //! 5 % of the pods replaced every simulated minute (churn). Prints RSS and CPU time per round.
+//! The BE limits go through the live loop's path: per-pod decisions kept in a
+//! `BeLimitsCache`, writes applied borrowed with the executor's cache and its forced refresh
+//! (every 60 simulated seconds).
 //!
-//! `cargo bench -p koordlet --bench footprint` (prints a table; no timed assertions).
+//! `cargo bench -p koordlet --bench footprint [sizes...] [--uncached]` (prints a table; no timed
+//! assertions). `--uncached` measures the path before the per-pod cache for comparison:
+//! `be_limits::decide` every round, each write converted and applied owned.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // bench code
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::MetricTime;
 use koordlet::metrics::collector::{Collector, Stores};
-use koordlet::qos::be_limits::{self, BeLimitsSettings};
+use koordlet::qos::be_limits::{self, BeLimitsCache, BeLimitsSettings};
 use koordlet::states::{PodMeta, Snapshot};
 use koordlet::system::{
     CgroupDriver, Cgroups, ContainerId, KubeCgroupPaths, KubeQosClass, PodUid, SystemRoots,
@@ -23,11 +28,11 @@ use koordlet::system::{
 const ROUNDS: i64 = 600;
 const CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "cpuset", "memory"];
 
+/// The thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`: exact, unlike `/proc/thread-self/schedstat`,
+/// which moves in scheduler ticks on some kernels).
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
 }
 
 fn rss_kib() -> u64 {
@@ -108,7 +113,7 @@ fn create_pod_tree(roots: &SystemRoots, paths: &KubeCgroupPaths, pod: &PodMeta, 
     }
 }
 
-fn run(pods_n: usize) {
+fn run(pods_n: usize, uncached: bool) {
     let dir = tempfile::tempdir().unwrap();
     let roots = SystemRoots::under(dir.path());
     std::fs::create_dir_all(roots.proc.join("self")).unwrap();
@@ -150,10 +155,15 @@ fn run(pods_n: usize) {
     };
     let mut collector = Collector::new(cgroups.clone(), roots.clone(), paths.clone());
     let mut executor = Executor::new(cgroups, ExecutorConfig::default());
+    // As the live loop (`engine::run_cached`): decisions kept per pod, writes applied borrowed.
+    let mut cache = BeLimitsCache::new();
     let mut stores = Stores::default();
     let t0 = 1_700_000_000_000i64;
     let start = Instant::now();
     let (mut cpu_collect, mut cpu_limits) = (Vec::new(), Vec::new());
+    // be_limits+executor in rounds without pod changes or forced refresh (not the first, not
+    // a churn round).
+    let mut cpu_limits_steady = Vec::new();
     let mut rss_after_1m = 0;
     let mut rss_max = 0;
     for round in 0..ROUNDS {
@@ -194,12 +204,24 @@ fn run(pods_n: usize) {
         let c0 = thread_cpu_ns();
         collector.collect(&snapshot, now, &mut stores);
         let c1 = thread_cpu_ns();
-        let plan = be_limits::decide(&snapshot.pods, &paths, BeLimitsSettings::default());
-        let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
-        executor.apply(writes, Instant::now());
+        // The executor's clock is simulated too, so its forced refresh (every 60 s) happens
+        // every 60 rounds, as it would live.
+        let at = start + Duration::from_secs(round as u64);
+        if uncached {
+            // The path before the cache: decided from scratch, converted, applied owned.
+            let plan = be_limits::decide(&snapshot.pods, &paths, BeLimitsSettings::default());
+            let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
+            executor.apply(writes, at);
+        } else {
+            let decided = cache.decide(&snapshot.pods, &paths, BeLimitsSettings::default());
+            executor.apply_refs(decided.executor_writes(), at);
+        }
         let c2 = thread_cpu_ns();
         cpu_collect.push(c1 - c0);
         cpu_limits.push(c2 - c1);
+        if round > 0 && round.rem_euclid(60) != 0 {
+            cpu_limits_steady.push(c2 - c1);
+        }
         if round == 60 {
             rss_after_1m = rss_kib();
         }
@@ -212,11 +234,12 @@ fn run(pods_n: usize) {
         v[(v.len() * 99).div_ceil(100) - 1] as f64 / 1e6
     };
     println!(
-        "| {pods_n:>4} | {:>6.2} | {:>6.2} | {:>6.2} | {:>6.2} | {:>7.1} | {:>7.1} | {:>7.1} | {:>7.1} | {:>5.1} |",
+        "| {pods_n:>4} | {:>6.2} | {:>6.2} | {:>6.2} | {:>6.2} | {:>6.3} | {:>7.1} | {:>7.1} | {:>7.1} | {:>7.1} | {:>5.1} |",
         ms(&cpu_collect),
         p99(&mut cpu_collect.clone()),
         ms(&cpu_limits),
         p99(&mut cpu_limits.clone()),
+        ms(&cpu_limits_steady),
         rss_after_1m as f64 / 1024.0,
         rss_end as f64 / 1024.0,
         rss_max as f64 / 1024.0,
@@ -230,16 +253,20 @@ fn main() {
         "10 simulated minutes at 1 s, 3 containers per pod, half BE, 5 %/min churn; CPU = thread CPU time"
     );
     println!(
-        "| pods | collect ms/round (avg) | collect p99 | be_limits+executor ms/round (avg) | p99 | RSS MiB @1 min | RSS MiB @10 min | RSS MiB max | store MiB | wall s |"
+        "| pods | collect ms/round (avg) | collect p99 | be_limits+executor ms/round (avg) | p99 | same, rounds without churn or refresh (avg) | RSS MiB @1 min | RSS MiB @10 min | RSS MiB max | store MiB | wall s |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let uncached = std::env::args().any(|a| a == "--uncached");
+    if uncached {
+        println!("(--uncached: BE limits decided from scratch and converted every round)");
+    }
     let sizes = if sizes.is_empty() {
         vec![50, 110, 250, 500]
     } else {
         sizes
     };
     for n in sizes {
-        run(n);
+        run(n, uncached);
     }
 }

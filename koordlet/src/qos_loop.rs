@@ -18,9 +18,10 @@ use crate::features::FeatureGates;
 use crate::gather;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::Stores;
+use crate::qos::be_limits;
 use crate::qos::cpu_evict;
 use crate::qos::cpuset::CpuInfo;
-use crate::qos::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts, Report};
+use crate::qos::engine::{self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report};
 use crate::qos::evictor::Evictor;
 use crate::qos::fast_suppress::CpusetScope;
 use crate::states::Snapshot;
@@ -50,6 +51,8 @@ pub struct QosLoop {
     telemetry: Telemetry,
     started: Instant,
     state: EngineState,
+    /// be_limits decisions reused between rounds while a pod does not change.
+    engine_cache: EngineCache,
     throttling: HashMap<String, CpuThrottling>,
     burst_sources: HashMap<String, String>,
     last_skips: HashMap<&'static str, String>,
@@ -106,6 +109,7 @@ impl QosLoop {
                 cpu_evict_last: Some(0.0),
                 ..EngineState::default()
             },
+            engine_cache: EngineCache::new(),
             throttling: HashMap::new(),
             burst_sources: HashMap::new(),
             last_skips: HashMap::new(),
@@ -189,7 +193,7 @@ impl QosLoop {
                 ..EngineOptions::default()
             },
         };
-        let plan = engine::run(&input);
+        let plan = engine::run_cached(&input, &mut self.engine_cache);
         if let Some(tx) = &self.cpuset_scope
             && self.gates.enabled("BECPUSuppress")
         {
@@ -228,7 +232,14 @@ impl QosLoop {
                 }
             }
         }
-        // Apply in plan order, one executor call per run of writes from the same strategy.
+        // Apply in plan order, one executor call per run of writes from the same strategy:
+        // be_limits first (kept in executor form between rounds), then the rest.
+        if let Some(round) = &plan.be_limits_writes
+            && !round.has_no_writes()
+        {
+            let report = self.executor.apply_refs(round.executor_writes(), Instant::now());
+            self.telemetry.record_apply(be_limits::STRATEGY, &report);
+        }
         let mut start = 0;
         while start < plan.writes.len() {
             let strategy = plan.writes[start].strategy;

@@ -203,6 +203,72 @@ fn be_limits_boundaries_and_exclusions() {
     assert_eq!(plan.skipped.len(), 1);
 }
 
+/// The live path (decisions cached per pod, writes applied borrowed) still repairs a file
+/// someone else changed, once the executor's forced refresh period is over, and follows a pod
+/// whose limits change.
+#[test]
+fn cached_be_limits_are_refreshed_and_follow_pod_changes() {
+    use std::time::{Duration, Instant};
+
+    let host = common::FakeHost::new(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+    let be = |limit: &str| {
+        metas(vec![be_pod(
+            common::POD_UID,
+            json!([{"name": "a", "resources": {"requests": {"kubernetes.io/batch-cpu": "2000"},
+                                                "limits": {"kubernetes.io/batch-cpu": limit}}}]),
+            json!([{"name": "a", "containerID": common::CONTAINER, "image": "", "imageID": "", "ready": true, "restartCount": 0}]),
+        )])
+    };
+    let cgroups = Arc::new(Cgroups::detect(&host.roots).unwrap());
+    let mut executor = koordlet::executor::Executor::new(
+        cgroups,
+        koordlet::executor::ExecutorConfig {
+            force_refresh: Duration::from_secs(60),
+            dry_run: false,
+        },
+    );
+    let mut cache = be_limits::BeLimitsCache::new();
+    let settings = BeLimitsSettings::default();
+    let dir = host
+        .paths
+        .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+    let quota = || host.read("cpu", dir.as_path(), "cpu.cfs_quota_us");
+    let t0 = Instant::now();
+    let mut pods = be("500");
+    let mut round = |pods: &[koordlet::states::PodMeta], at: u64| {
+        let decided = cache.decide(pods, &host.paths, settings);
+        let report = executor.apply_refs(decided.executor_writes(), t0 + Duration::from_secs(at));
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        report
+    };
+    let r = round(&pods, 0);
+    // Shares and quota at both levels; no memory limit is the file's value already.
+    assert_eq!((r.changes.len(), r.skipped_unchanged), (4, 2));
+    assert_eq!(quota(), "50000");
+
+    // Someone else resets the quota: trusted while the cached value is fresh ...
+    std::fs::write(host.file("cpu", dir.as_path(), "cpu.cfs_quota_us"), "-1").unwrap();
+    let r = round(&pods, 30);
+    assert_eq!(
+        (r.skipped_cached, r.changes.len(), quota()),
+        (6, 0, "-1".to_string())
+    );
+    // ... and repaired by the forced refresh.
+    let r = round(&pods, 61);
+    assert_eq!(r.changes.len(), 1);
+    assert_eq!(
+        (r.changes[0].old.as_str(), r.changes[0].new.as_str()),
+        ("-1", "50000")
+    );
+    assert_eq!(quota(), "50000");
+
+    // The pod's limit changes: the next round writes the new value.
+    pods = be("1500");
+    let r = round(&pods, 62);
+    assert_eq!(quota(), "150000");
+    assert_eq!(r.changes.len(), 2, "pod and container quota");
+}
+
 #[test]
 fn be_limits_applied_on_v1_and_v2_trees() {
     for version in [CgroupVersion::V1, CgroupVersion::V2] {

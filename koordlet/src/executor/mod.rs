@@ -17,6 +17,7 @@
 
 pub mod order;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,6 +149,25 @@ impl Executor {
 
     /// Applies a plan. `now` is the caller's clock (monotonic), so tests control the refresh.
     pub fn apply(&mut self, plan: Vec<CgroupWrite>, now: Instant) -> ApplyReport {
+        self.apply_writes(plan.into_iter().map(Cow::Owned), now)
+    }
+
+    /// [`Executor::apply`] for borrowed writes (a plan kept between rounds): writes the cache
+    /// skips are never copied, so a round whose values are all cached allocates nothing per
+    /// write.
+    pub fn apply_refs<'a>(
+        &mut self,
+        plan: impl IntoIterator<Item = &'a CgroupWrite>,
+        now: Instant,
+    ) -> ApplyReport {
+        self.apply_writes(plan.into_iter().map(Cow::Borrowed), now)
+    }
+
+    fn apply_writes<'a>(
+        &mut self,
+        plan: impl Iterator<Item = Cow<'a, CgroupWrite>>,
+        now: Instant,
+    ) -> ApplyReport {
         let mut report = ApplyReport::default();
         let ttl = self.config.force_refresh.saturating_mul(2);
         let mut entries = 0;
@@ -160,15 +180,28 @@ impl Executor {
             self.cache.clear();
         }
 
-        let mut pending = Vec::with_capacity(plan.len());
+        let mut pending = Vec::new();
+        // Plans list a cgroup's files together: the last directory looked up is reused.
+        let mut last: Option<(&CgroupDir, &Vec<(CgroupResource, CacheEntry)>)> = None;
         for write in plan {
-            if let Some(entry) = self.cached(write.resource, &write.cgroup)
-                && entry.value == write.value
+            let files = match last {
+                Some((dir, files)) if *dir == write.cgroup => Some(files),
+                _ => {
+                    last = self.cache.get_key_value(&write.cgroup);
+                    last.map(|(_, files)| files)
+                }
+            };
+            if let Some(entry) = files.and_then(|files| {
+                files
+                    .iter()
+                    .find_map(|(r, e)| (*r == write.resource).then_some(e))
+            }) && entry.value == write.value
                 && now.saturating_duration_since(entry.written_at) < self.config.force_refresh
             {
                 report.skipped_cached += 1;
                 continue;
             }
+            let write = write.into_owned();
             match self.cgroups.read(write.resource, &write.cgroup) {
                 Ok(current) => pending.push((write, Some(current))),
                 Err(e) => Self::record_error(&mut report, write, e),
@@ -199,13 +232,6 @@ impl Executor {
             self.apply_step(step, now, &mut report);
         }
         report
-    }
-
-    fn cached(&self, resource: CgroupResource, dir: &CgroupDir) -> Option<&CacheEntry> {
-        self.cache
-            .get(dir)?
-            .iter()
-            .find_map(|(r, e)| (*r == resource).then_some(e))
     }
 
     fn remember(&mut self, write: &CgroupWrite, now: Instant) {

@@ -18,15 +18,27 @@
 //!
 //! Pure: pods and settings in, writes out (v1 file names and values; the executor converts for
 //! v2). Applied when a pod appears and reconciled every collection interval.
+//!
+//! [`decide`] computes everything from scratch. The live loop uses [`BeLimitsCache`] instead:
+//! a pod's decision depends only on its identity, containers and resources (and on the
+//! settings and cgroup layout), so it is computed once per pod and reused until one of those
+//! changes, with the writes already in the executor's typed form. The result is the same as
+//! [`decide`]'s; the executor still sees every write every round, so its forced refresh keeps
+//! finding and repairing files someone else changed.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Container;
 use koord_api::QoSClass;
 use koord_api::resources::{ContainerAmounts, container_amounts};
 use serde::Serialize;
 
 use super::{CFS_PERIOD_US, CgroupWrite};
+use crate::executor;
 use crate::states::PodMeta;
-use crate::system::KubeCgroupPaths;
 use crate::system::resource::{milli_cpu_to_quota, milli_cpu_to_shares};
+use crate::system::{KubeCgroupPaths, PodUid};
 
 /// The strategy name in plans, audit lines and metrics.
 pub const STRATEGY: &str = "be_limits";
@@ -131,50 +143,481 @@ fn push_writes(writes: &mut Vec<CgroupWrite>, dir: &str, limits: Limits) {
     writes.push(CgroupWrite::new(dir, FILE_MEMORY, limits.memory, STRATEGY));
 }
 
+fn spec_containers(meta: &PodMeta) -> &[Container] {
+    meta.pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[])
+}
+
+/// Whether the strategy acts on the pod: labelled BE and still running.
+fn applies(meta: &PodMeta) -> bool {
+    meta.qos_label == QoSClass::Be && meta.is_running()
+}
+
+/// One pod's limits and writes (pod level first, then each container with a known ID), or why
+/// it was skipped.
+fn decide_pod(
+    meta: &PodMeta,
+    paths: &KubeCgroupPaths,
+    settings: BeLimitsSettings,
+) -> Result<(BePodLimits, Vec<CgroupWrite>), SkippedPod> {
+    let key = format!("{}/{}", meta.namespace, meta.name);
+    let amounts: Vec<ContainerAmounts> = match spec_containers(meta).iter().map(container_amounts).collect() {
+        Ok(a) => a,
+        Err(e) => {
+            return Err(SkippedPod {
+                pod: key,
+                reason: e.to_string(),
+            });
+        }
+    };
+    let pod = pod_limits(&amounts, settings);
+    let mut writes = Vec::with_capacity(3 * (1 + amounts.len()));
+    let pod_dir = meta.cgroup_dir(paths);
+    push_writes(&mut writes, &pod_dir.as_path().to_string_lossy(), pod);
+    for (container, amount) in meta.containers.iter().zip(&amounts) {
+        if let Some(dir) = meta.container_dir(paths, container) {
+            push_writes(
+                &mut writes,
+                &dir.as_path().to_string_lossy(),
+                container_limits(amount, settings),
+            );
+        }
+    }
+    let limits = BePodLimits {
+        pod: key,
+        cpu_shares: pod.shares,
+        cfs_quota_us: pod.quota,
+        memory_limit_bytes: pod.memory,
+    };
+    Ok((limits, writes))
+}
+
 /// Decides the cgroup values of every labelled BE pod that still runs.
 pub fn decide(pods: &[PodMeta], paths: &KubeCgroupPaths, settings: BeLimitsSettings) -> BeLimitsPlan {
     let mut plan = BeLimitsPlan::default();
-    for meta in pods {
-        if meta.qos_label != QoSClass::Be || !meta.is_running() {
-            continue;
-        }
-        let key = format!("{}/{}", meta.namespace, meta.name);
-        let spec_containers = meta
-            .pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.as_slice())
-            .unwrap_or(&[]);
-        let amounts: Result<Vec<ContainerAmounts>, _> =
-            spec_containers.iter().map(container_amounts).collect();
-        let amounts = match amounts {
-            Ok(a) => a,
-            Err(e) => {
-                plan.skipped.push(SkippedPod {
-                    pod: key,
-                    reason: e.to_string(),
-                });
-                continue;
+    for meta in pods.iter().filter(|m| applies(m)) {
+        match decide_pod(meta, paths, settings) {
+            Ok((limits, writes)) => {
+                plan.writes.extend(writes);
+                plan.pods.push(limits);
             }
-        };
-        let pod = pod_limits(&amounts, settings);
-        let pod_dir = meta.cgroup_dir(paths);
-        push_writes(&mut plan.writes, &pod_dir.as_path().to_string_lossy(), pod);
-        for (container, amount) in meta.containers.iter().zip(&amounts) {
-            if let Some(dir) = meta.container_dir(paths, container) {
-                push_writes(
-                    &mut plan.writes,
-                    &dir.as_path().to_string_lossy(),
-                    container_limits(amount, settings),
-                );
-            }
+            Err(skipped) => plan.skipped.push(skipped),
         }
-        plan.pods.push(BePodLimits {
-            pod: key,
-            cpu_shares: pod.shares,
-            cfs_quota_us: pod.quota,
-            memory_limit_bytes: pod.memory,
-        });
     }
     plan
+}
+
+/// One pod's decision as [`BeLimitsCache`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodDecision {
+    /// The pod's limits with its writes, or why it was skipped.
+    pub outcome: Result<PodLimitsDecision, SkippedPod>,
+}
+
+/// The limits of one pod and the writes that set them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLimitsDecision {
+    /// The pod-level numbers (the plan's `pods[]` entry).
+    pub limits: BePodLimits,
+    /// The writes as [`decide`] lists them (v1 names, values as strings).
+    pub writes: Vec<CgroupWrite>,
+    /// The same writes converted for the executor once (writes that do not convert are left
+    /// out, as the live loop always did).
+    pub executor_writes: Vec<executor::CgroupWrite>,
+}
+
+impl PodDecision {
+    fn compute(meta: &PodMeta, paths: &KubeCgroupPaths, settings: BeLimitsSettings) -> Self {
+        let outcome = decide_pod(meta, paths, settings).map(|(limits, writes)| PodLimitsDecision {
+            limits,
+            executor_writes: writes.iter().filter_map(|w| w.to_executor().ok()).collect(),
+            writes,
+        });
+        PodDecision { outcome }
+    }
+}
+
+/// One round's decisions from [`BeLimitsCache::decide`], in pod order. Cheap: the decisions
+/// are shared with the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BeLimitsRound {
+    pods: Vec<Arc<PodDecision>>,
+}
+
+impl BeLimitsRound {
+    /// Each pod's decision, in the order of the pod list.
+    pub fn decisions(&self) -> impl Iterator<Item = &PodDecision> {
+        self.pods.iter().map(|d| d.as_ref())
+    }
+
+    /// The writes for the executor, in plan order (pod, then its containers; pod by pod).
+    pub fn executor_writes(&self) -> impl Iterator<Item = &executor::CgroupWrite> {
+        self.decisions()
+            .filter_map(|d| d.outcome.as_ref().ok())
+            .flat_map(|d| d.executor_writes.iter())
+    }
+
+    /// Whether there is no write at all.
+    pub fn has_no_writes(&self) -> bool {
+        self.executor_writes().next().is_none()
+    }
+
+    /// The per-pod numbers (the plan's `pods`).
+    pub fn pods(&self) -> impl Iterator<Item = &BePodLimits> {
+        self.decisions()
+            .filter_map(|d| d.outcome.as_ref().ok())
+            .map(|d| &d.limits)
+    }
+
+    /// The skipped pods (the plan's `skipped`).
+    pub fn skipped(&self) -> impl Iterator<Item = &SkippedPod> {
+        self.decisions().filter_map(|d| d.outcome.as_ref().err())
+    }
+
+    /// The same plan [`decide`] returns for the same inputs.
+    pub fn plan(&self) -> BeLimitsPlan {
+        let mut plan = BeLimitsPlan::default();
+        for decision in self.decisions() {
+            match &decision.outcome {
+                Ok(d) => {
+                    plan.writes.extend(d.writes.iter().cloned());
+                    plan.pods.push(d.limits.clone());
+                }
+                Err(skipped) => plan.skipped.push(skipped.clone()),
+            }
+        }
+        plan
+    }
+}
+
+/// A cached decision with the pod it was computed from.
+#[derive(Debug)]
+struct CachedPod {
+    /// The pod as last seen (its `Arc<Pod>` is replaced by an equal newer one when the pod
+    /// list is re-fetched, so this holds no stale object beyond one round).
+    meta: PodMeta,
+    decision: Arc<PodDecision>,
+    /// The round it was last used in: entries not used by the latest round are dropped.
+    seen: u64,
+}
+
+/// Whether `old` and `new` give the same decision: same identity, containers (names and IDs,
+/// which name the cgroups) and container resources. The QoS label and phase are checked before
+/// the cache is consulted.
+fn same_inputs(old: &PodMeta, new: &PodMeta) -> bool {
+    if old.uid != new.uid
+        || old.kube_qos != new.kube_qos
+        || old.namespace != new.namespace
+        || old.name != new.name
+        || old.containers != new.containers
+    {
+        return false;
+    }
+    if Arc::ptr_eq(&old.pod, &new.pod) {
+        return true;
+    }
+    let (a, b) = (spec_containers(old), spec_containers(new));
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.name == b.name && a.resources == b.resources)
+}
+
+/// Per-pod decisions kept between rounds (the live loop's form of [`decide`]).
+///
+/// A pod's decision is recomputed when the pod is new or its identity, containers or resources
+/// changed (compared field by field; the common case, the very same pod object, is one pointer
+/// comparison), and every decision is recomputed when the settings (from the NodeSLO) or the
+/// cgroup layout change. Pods that left the list, stopped running or lost the BE label are
+/// dropped at the end of the round.
+#[derive(Debug, Default)]
+pub struct BeLimitsCache {
+    inputs: Option<(BeLimitsSettings, KubeCgroupPaths)>,
+    pods: HashMap<PodUid, CachedPod>,
+    round: u64,
+    computed: u64,
+}
+
+impl BeLimitsCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The decisions for `pods`: the same as [`decide`] (see [`BeLimitsRound::plan`]).
+    pub fn decide(
+        &mut self,
+        pods: &[PodMeta],
+        paths: &KubeCgroupPaths,
+        settings: BeLimitsSettings,
+    ) -> BeLimitsRound {
+        if self
+            .inputs
+            .as_ref()
+            .is_none_or(|(s, p)| *s != settings || p != paths)
+        {
+            self.pods.clear();
+            self.inputs = Some((settings, paths.clone()));
+        }
+        self.round = self.round.wrapping_add(1);
+        let round = self.round;
+        let mut out = Vec::new();
+        for meta in pods.iter().filter(|m| applies(m)) {
+            let decision = match self.pods.get_mut(&meta.uid) {
+                Some(cached) if cached.seen != round && same_inputs(&cached.meta, meta) => {
+                    if !Arc::ptr_eq(&cached.meta.pod, &meta.pod) {
+                        cached.meta.pod = Arc::clone(&meta.pod);
+                    }
+                    cached.seen = round;
+                    Arc::clone(&cached.decision)
+                }
+                // A UID listed twice is decided twice, as `decide` does.
+                Some(cached) if cached.seen == round => {
+                    self.computed += 1;
+                    Arc::new(PodDecision::compute(meta, paths, settings))
+                }
+                _ => {
+                    self.computed += 1;
+                    let decision = Arc::new(PodDecision::compute(meta, paths, settings));
+                    self.pods.insert(
+                        meta.uid.clone(),
+                        CachedPod {
+                            meta: meta.clone(),
+                            decision: Arc::clone(&decision),
+                            seen: round,
+                        },
+                    );
+                    decision
+                }
+            };
+            out.push(decision);
+        }
+        self.pods.retain(|_, c| c.seen == round);
+        BeLimitsRound { pods: out }
+    }
+
+    /// Number of pods with a cached decision.
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Whether no decision is cached.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    /// How many pod decisions were computed (not reused) since the cache was made.
+    pub fn computed(&self) -> u64 {
+        self.computed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::CgroupDriver;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn pod(uid: &str, batch_cpu_limit: &str, phase: &str) -> PodMeta {
+        let value = serde_json::json!({
+            "metadata": {"name": format!("p-{uid}"), "namespace": "ns", "uid": uid,
+                         "labels": {"koordinator.sh/qosClass": "BE"}},
+            "spec": {"containers": [
+                {"name": "a", "resources": {
+                    "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
+                    "limits": {"kubernetes.io/batch-cpu": batch_cpu_limit, "kubernetes.io/batch-memory": "2Gi"}}},
+                {"name": "b", "resources": {"limits": {"kubernetes.io/batch-cpu": "500"}}}
+            ]},
+            "status": {"qosClass": "BestEffort", "phase": phase, "containerStatuses": [
+                {"name": "a", "containerID": format!("containerd://{uid}0a"), "image": "", "imageID": "",
+                 "ready": true, "restartCount": 0},
+                {"name": "b", "containerID": format!("containerd://{uid}0b"), "image": "", "imageID": "",
+                 "ready": true, "restartCount": 0}
+            ]}
+        });
+        let pod: Pod = serde_json::from_value(value).unwrap();
+        PodMeta::new(Arc::new(pod)).unwrap()
+    }
+
+    fn bad_pod(uid: &str) -> PodMeta {
+        let value = serde_json::json!({
+            "metadata": {"name": "bad", "namespace": "ns", "uid": uid,
+                         "labels": {"koordinator.sh/qosClass": "BE"}},
+            "spec": {"containers": [{"name": "a", "resources": {"limits": {"kubernetes.io/batch-cpu": "x"}}}]},
+            "status": {"phase": "Running"}
+        });
+        PodMeta::new(Arc::new(serde_json::from_value::<Pod>(value).unwrap())).unwrap()
+    }
+
+    fn ls_pod(uid: &str) -> PodMeta {
+        let value = serde_json::json!({
+            "metadata": {"name": "ls", "namespace": "ns", "uid": uid,
+                         "labels": {"koordinator.sh/qosClass": "LS"}},
+            "spec": {"containers": [{"name": "a"}]},
+            "status": {"phase": "Running"}
+        });
+        PodMeta::new(Arc::new(serde_json::from_value::<Pod>(value).unwrap())).unwrap()
+    }
+
+    fn paths() -> KubeCgroupPaths {
+        KubeCgroupPaths::new(CgroupDriver::Cgroupfs)
+    }
+
+    /// The cached round gives exactly `decide`'s plan, and its executor writes are the plan's
+    /// writes converted.
+    fn check_same(
+        round: &BeLimitsRound,
+        pods: &[PodMeta],
+        paths: &KubeCgroupPaths,
+        settings: BeLimitsSettings,
+    ) {
+        let plan = decide(pods, paths, settings);
+        assert_eq!(round.plan(), plan);
+        let converted: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
+        assert_eq!(round.executor_writes().cloned().collect::<Vec<_>>(), converted);
+        assert_eq!(round.has_no_writes(), plan.writes.is_empty());
+    }
+
+    #[test]
+    fn unchanged_pods_are_reused_and_match_decide() {
+        let pods = vec![
+            pod("u1", "1000", "Running"),
+            ls_pod("u2"),
+            bad_pod("u3"),
+            pod("u4", "250", "Running"),
+        ];
+        let (paths, settings) = (paths(), BeLimitsSettings::default());
+        let mut cache = BeLimitsCache::new();
+        let round = cache.decide(&pods, &paths, settings);
+        check_same(&round, &pods, &paths, settings);
+        assert_eq!(round.skipped().count(), 1);
+        assert_eq!(
+            (cache.computed(), cache.len()),
+            (3, 3),
+            "BE pods only, skipped ones too"
+        );
+
+        let again = cache.decide(&pods, &paths, settings);
+        assert_eq!(again, round);
+        assert_eq!(cache.computed(), 3, "nothing recomputed");
+
+        // The pod list re-fetched: equal pods in new objects are still reused.
+        let refetched: Vec<PodMeta> = pods
+            .iter()
+            .map(|m| PodMeta::new(Arc::new(Pod::clone(&m.pod))).unwrap())
+            .collect();
+        let round = cache.decide(&refetched, &paths, settings);
+        check_same(&round, &refetched, &paths, settings);
+        assert_eq!(cache.computed(), 3);
+    }
+
+    #[test]
+    fn a_changed_pod_is_recomputed() {
+        let (paths, settings) = (paths(), BeLimitsSettings::default());
+        let mut cache = BeLimitsCache::new();
+        let mut pods = vec![pod("u1", "1000", "Running"), pod("u2", "1000", "Running")];
+        cache.decide(&pods, &paths, settings);
+        assert_eq!(cache.computed(), 2);
+
+        // New limit on u1: recomputed, u2 reused.
+        pods[0] = pod("u1", "2000", "Running");
+        let round = cache.decide(&pods, &paths, settings);
+        check_same(&round, &pods, &paths, settings);
+        assert_eq!(cache.computed(), 3);
+        assert_eq!(
+            round.pods().next().map(|p| p.cfs_quota_us),
+            Some(250_000),
+            "2000m + 500m"
+        );
+
+        // A container got (another) ID: its cgroup changed, so recomputed.
+        let mut changed = Pod::clone(&pods[1].pod);
+        if let Some(statuses) = changed
+            .status
+            .as_mut()
+            .and_then(|s| s.container_statuses.as_mut())
+        {
+            statuses[1].container_id = Some("containerd://ffff".into());
+        }
+        pods[1] = PodMeta::new(Arc::new(changed)).unwrap();
+        let round = cache.decide(&pods, &paths, settings);
+        check_same(&round, &pods, &paths, settings);
+        assert_eq!(cache.computed(), 4);
+        assert!(
+            round
+                .executor_writes()
+                .any(|w| w.cgroup.as_path().ends_with("ffff"))
+        );
+
+        // A finished pod leaves the plan and the cache.
+        pods[1] = pod("u2", "1000", "Succeeded");
+        let round = cache.decide(&pods, &paths, settings);
+        check_same(&round, &pods, &paths, settings);
+        assert_eq!((cache.computed(), cache.len()), (4, 1));
+    }
+
+    #[test]
+    fn settings_or_layout_change_recomputes_everything() {
+        let paths = paths();
+        let mut cache = BeLimitsCache::new();
+        let pods = vec![pod("u1", "1000", "Running"), pod("u2", "500", "Running")];
+        cache.decide(&pods, &paths, BeLimitsSettings::default());
+        assert_eq!(cache.computed(), 2);
+
+        // The NodeSLO turns on suppress by cfsQuota: every quota becomes -1.
+        let suppress = BeLimitsSettings {
+            suppress_by_cfs_quota: true,
+        };
+        let round = cache.decide(&pods, &paths, suppress);
+        check_same(&round, &pods, &paths, suppress);
+        assert_eq!(cache.computed(), 4);
+        assert!(round.pods().all(|p| p.cfs_quota_us == -1));
+
+        // And off again.
+        let round = cache.decide(&pods, &paths, BeLimitsSettings::default());
+        check_same(&round, &pods, &paths, BeLimitsSettings::default());
+        assert_eq!(cache.computed(), 6);
+        assert!(round.pods().all(|p| p.cfs_quota_us > 0));
+
+        // Another cgroup driver: other directories.
+        let systemd = KubeCgroupPaths::new(CgroupDriver::Systemd);
+        let round = cache.decide(&pods, &systemd, BeLimitsSettings::default());
+        check_same(&round, &pods, &systemd, BeLimitsSettings::default());
+        assert_eq!(cache.computed(), 8);
+    }
+
+    #[test]
+    fn removed_pods_are_dropped() {
+        let (paths, settings) = (paths(), BeLimitsSettings::default());
+        let mut cache = BeLimitsCache::new();
+        let pods = vec![
+            pod("u1", "1000", "Running"),
+            pod("u2", "1000", "Running"),
+            bad_pod("u3"),
+        ];
+        cache.decide(&pods, &paths, settings);
+        assert_eq!(cache.len(), 3);
+        let round = cache.decide(&pods[1..2], &paths, settings);
+        check_same(&round, &pods[1..2], &paths, settings);
+        assert_eq!(cache.len(), 1);
+        // Back again: computed anew.
+        cache.decide(&pods, &paths, settings);
+        assert_eq!((cache.computed(), cache.len()), (5, 3));
+        let round = cache.decide(&[], &paths, settings);
+        assert!(round.has_no_writes() && cache.is_empty());
+    }
+
+    #[test]
+    fn a_uid_listed_twice_is_decided_like_decide_does() {
+        let (paths, settings) = (paths(), BeLimitsSettings::default());
+        let mut cache = BeLimitsCache::new();
+        let pods = vec![pod("u1", "1000", "Running"), pod("u1", "2000", "Running")];
+        for _ in 0..2 {
+            let round = cache.decide(&pods, &paths, settings);
+            check_same(&round, &pods, &paths, settings);
+        }
+    }
 }

@@ -7,6 +7,10 @@
 //! evict with the numbers that caused it, and each strategy's key numbers or why it skipped.
 //! A strategy whose gate is off or whose inputs are missing skips with a reason; nothing here
 //! panics, reads a file or a clock.
+//!
+//! The live loop calls [`run_cached`] with an [`EngineCache`] it keeps between rounds: the same
+//! decisions, but be_limits' per-pod results are reused while a pod does not change, and its
+//! writes come back ready for the executor ([`EnginePlan::be_limits_writes`]).
 
 mod build;
 #[cfg(test)]
@@ -20,7 +24,7 @@ use serde::Serialize;
 
 pub use build::{NodeFacts, ReadScope, cgroup_reads, qos_class};
 
-use super::be_limits::{self, BeLimitsSettings, BePodLimits, SkippedPod};
+use super::be_limits::{self, BeLimitsCache, BeLimitsRound, BeLimitsSettings, BePodLimits, SkippedPod};
 use super::cpu_burst::{self, BurstPlan, BurstState};
 use super::cpu_evict::{self, BeCpu, BeCpuWindow, CpuEvictPlan};
 use super::cpu_suppress::{self, SuppressPlan};
@@ -234,8 +238,12 @@ pub struct Strategies {
 /// The plan of one round.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnginePlan {
-    /// Cgroup writes in the order to apply.
+    /// Cgroup writes in the order to apply. From [`run_cached`], without be_limits' writes
+    /// (those are in [`EnginePlan::be_limits_writes`], to apply before these).
     pub writes: Vec<CgroupWrite>,
+    /// From [`run_cached`] when be_limits ran: its writes in executor form, to apply first
+    /// (they lead the plan order). Always `None` from [`run`], whose `writes` hold them.
+    pub be_limits_writes: Option<BeLimitsRound>,
     /// Pods to evict (BE only), each once, satisfaction picks first.
     pub evictions: Vec<EvictionPick>,
     /// Each strategy's numbers.
@@ -248,13 +256,43 @@ fn gate_off(gates: &FeatureGates, gate: &str) -> Option<String> {
     (!gates.enabled(gate)).then(|| format!("feature gate {gate} is off"))
 }
 
+/// What the live loop keeps between rounds to decide faster: each BE pod's limits (see
+/// [`BeLimitsCache`]). Decisions are the same as without it.
+#[derive(Debug, Default)]
+pub struct EngineCache {
+    be_limits: BeLimitsCache,
+}
+
+impl EngineCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The BE limits cache.
+    pub fn be_limits(&self) -> &BeLimitsCache {
+        &self.be_limits
+    }
+}
+
 /// Runs every strategy for one round.
 pub fn run(input: &EngineInput<'_>) -> EnginePlan {
+    run_with(input, None)
+}
+
+/// [`run`] for the live loop: be_limits' decisions come from (and update) `cache`, and its
+/// writes are returned in [`EnginePlan::be_limits_writes`] instead of [`EnginePlan::writes`].
+pub fn run_cached(input: &EngineInput<'_>, cache: &mut EngineCache) -> EnginePlan {
+    run_with(input, Some(cache))
+}
+
+fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EnginePlan {
     let default_threshold = ResourceThresholdStrategy::default();
     let threshold = input
         .node_slo
         .and_then(|s| s.resource_used_threshold_with_be.as_ref());
     let mut writes = Vec::new();
+    let mut be_limits_writes = None;
     let mut next_state = input.state.clone();
 
     let be_limits = if let Some(r) = gate_off(input.gates, "BatchResource") {
@@ -266,13 +304,27 @@ pub fn run(input: &EngineInput<'_>) -> EnginePlan {
                     t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
                 }),
         };
-        let plan = be_limits::decide(input.pods, input.paths, settings);
-        writes.extend(plan.writes);
-        Report::Ran(BeLimitsReport {
-            suppress_by_cfs_quota: settings.suppress_by_cfs_quota,
-            pods: plan.pods,
-            skipped: plan.skipped,
-        })
+        match cache {
+            Some(cache) => {
+                let round = cache.be_limits.decide(input.pods, input.paths, settings);
+                let report = BeLimitsReport {
+                    suppress_by_cfs_quota: settings.suppress_by_cfs_quota,
+                    pods: round.pods().cloned().collect(),
+                    skipped: round.skipped().cloned().collect(),
+                };
+                be_limits_writes = Some(round);
+                Report::Ran(report)
+            }
+            None => {
+                let plan = be_limits::decide(input.pods, input.paths, settings);
+                writes.extend(plan.writes);
+                Report::Ran(BeLimitsReport {
+                    suppress_by_cfs_quota: settings.suppress_by_cfs_quota,
+                    pods: plan.pods,
+                    skipped: plan.skipped,
+                })
+            }
+        }
     };
 
     let cpu_suppress = match suppress(input, threshold) {
@@ -350,6 +402,7 @@ pub fn run(input: &EngineInput<'_>) -> EnginePlan {
 
     EnginePlan {
         writes,
+        be_limits_writes,
         evictions,
         strategies: Strategies {
             be_limits,

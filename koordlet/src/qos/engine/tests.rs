@@ -73,7 +73,11 @@ impl World {
     }
 
     fn run(&self) -> EnginePlan {
-        run(&EngineInput {
+        run(&self.input())
+    }
+
+    fn input(&self) -> EngineInput<'_> {
+        EngineInput {
             node: &self.node,
             pods: &self.pods,
             paths: &self.paths,
@@ -86,7 +90,7 @@ impl World {
             state: &self.state,
             now_seconds: 1000.0,
             options: self.options,
-        })
+        }
     }
 }
 
@@ -377,4 +381,71 @@ fn suppress_budget_subtracts_non_be_host_applications() {
     let plan = w.run();
     let b = plan.strategies.cpu_suppress.ran().unwrap().plan.budget.unwrap();
     assert_eq!((b.system_milli, b.budget_milli), (3000, 5200 - 1500 - 3000));
+}
+
+/// `run_cached` decides what `run` decides; be_limits' writes come back in executor form
+/// instead of in `writes`, and follow NodeSLO changes.
+#[test]
+fn cached_run_matches_the_pure_run() {
+    let be = |name: &str, uid: &str| {
+        pod(
+            name,
+            "default",
+            uid,
+            "BE",
+            json!({"spec": {"containers": [{"name": "c", "resources": {
+                "requests": {"kubernetes.io/batch-cpu": "500"},
+                "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"}}}]}}),
+        )
+    };
+    let pods = vec![
+        pod("ls", "default", "u-ls", "LS", json!({})),
+        be("be1", "u-be1"),
+        be("be2", "u-be2"),
+    ];
+    let mut w = World::new(pods, None, "BatchResource=true,CPUBurst=true,BECPUSuppress=true");
+    let mut cache = EngineCache::new();
+    let slos = [
+        None,
+        Some(slo(
+            json!({"resourceUsedThresholdWithBE": {"enable": true, "cpuSuppressPolicy": "cfsQuota"}}),
+        )),
+        None,
+    ];
+    for (i, next_slo) in slos.into_iter().enumerate() {
+        w.slo = next_slo;
+        w.usage.node_cpu_milli = Some(1000.0);
+        for _ in 0..2 {
+            let pure = w.run();
+            let cached = run_cached(&w.input(), &mut cache);
+            assert_eq!(cached.strategies, pure.strategies, "round {i}");
+            assert_eq!(cached.evictions, pure.evictions);
+            let be_writes: Vec<_> = pure
+                .writes
+                .iter()
+                .filter(|x| x.strategy == be_limits::STRATEGY)
+                .filter_map(|x| x.to_executor().ok())
+                .collect();
+            assert_eq!(be_writes.len(), 12, "(pod + container) × 3 files × 2 pods");
+            let round = cached.be_limits_writes.as_ref().unwrap();
+            assert_eq!(round.executor_writes().cloned().collect::<Vec<_>>(), be_writes);
+            let others: Vec<_> = pure
+                .writes
+                .iter()
+                .filter(|x| x.strategy != be_limits::STRATEGY)
+                .cloned()
+                .collect();
+            assert_eq!(cached.writes, others);
+            assert!(pure.be_limits_writes.is_none());
+        }
+        let quota = cache.be_limits().len();
+        assert_eq!(quota, 2);
+    }
+    // Two pods computed at first, and again after each of the two NodeSLO changes.
+    assert_eq!(cache.be_limits().computed(), 6);
+
+    // Gate off: nothing from be_limits.
+    w.gates = FeatureGates::parse("BatchResource=false").unwrap();
+    let cached = run_cached(&w.input(), &mut cache);
+    assert!(cached.be_limits_writes.is_none());
 }
