@@ -71,6 +71,15 @@ fn create(cgroups: &Cgroups, guard: &mut CgroupTreeGuard, rel: &Path) {
     }
 }
 
+/// `<prefix>-<pid>-<nanos>`: a cgroup name no other run (or parallel test) uses.
+fn unique_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
 #[test]
 fn detection_paths_and_executor_on_the_real_kernel() {
     let cgroups = match host() {
@@ -80,11 +89,7 @@ fn detection_paths_and_executor_on_the_real_kernel() {
             return;
         }
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let parent = PathBuf::from(format!("koord-test-{}-{nanos}", std::process::id()));
+    let parent = PathBuf::from(unique_name("koord-test"));
     let mut guard = CgroupTreeGuard { dirs: Vec::new() };
 
     let paths = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, &parent).unwrap();
@@ -218,11 +223,7 @@ fn kept_cgroup_files_follow_a_recreated_cgroup_on_the_real_kernel() {
             return;
         }
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let dir = CgroupDir::new(format!("koord-test-fd-{}-{nanos}", std::process::id())).unwrap();
+    let dir = CgroupDir::new(unique_name("koord-test-fd")).unwrap();
     let mut guard = CgroupTreeGuard { dirs: Vec::new() };
     create(&cgroups, &mut guard, dir.as_path());
     let budget = cgroups.fd_budget().clone();

@@ -144,6 +144,28 @@ fn cgroups() -> Arc<Cgroups> {
     Arc::new(Cgroups::new(ROOT, CgroupLayout::v1()))
 }
 
+/// Runs `fast` on a current-thread tokio runtime in its own thread (as the agent does) until
+/// the returned sender is used or dropped.
+fn run_loop_in_thread(
+    fast: SuppressLoop,
+    snapshots: tokio::sync::watch::Receiver<koordlet::states::Snapshot>,
+) -> (tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let gates = koordlet::features::FeatureGates::parse("").expect("gates");
+    let runner = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let task = tokio::spawn(fast.run(snapshots, gates));
+            let _ = stop_rx.await;
+            task.abort();
+        });
+    });
+    (stop_tx, runner)
+}
+
 /// CPU time samples of one cgroup over the last 100 ms (one CFS period): `push` returns the
 /// usage rate over that window in milli-cores once it spans 100 ms.
 #[derive(Default)]
@@ -260,19 +282,7 @@ fn fast_suppress_reaction_latency() {
     };
     let fast = SuppressLoop::new(cgroups(), loop_config(&tree, fast_cfg), None).expect("loop");
     let (snap_tx, snap_rx) = tokio::sync::watch::channel(snapshot(capacity));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let gates = koordlet::features::FeatureGates::parse("").expect("gates");
-    let runner = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let task = tokio::spawn(fast.run(snap_rx, gates));
-            let _ = stop_rx.await;
-            task.abort();
-        });
-    });
+    let (stop_tx, runner) = run_loop_in_thread(fast, snap_rx);
     let _ = snap_tx.send_replace(snapshot(capacity));
 
     // The loop's own cost: 5 s with nothing else in this process running.
@@ -569,19 +579,7 @@ fn fast_suppress_cpuset_reaction_latency() {
         .expect("loop")
         .with_scope_updates(scope_rx);
     let (snap_tx, snap_rx) = tokio::sync::watch::channel(snapshot_with(capacity, "cpuset"));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let gates = koordlet::features::FeatureGates::parse("").expect("gates");
-    let runner = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let task = tokio::spawn(fast.run(snap_rx, gates));
-            let _ = stop_rx.await;
-            task.abort();
-        });
-    });
+    let (stop_tx, runner) = run_loop_in_thread(fast, snap_rx);
     let _ = snap_tx.send_replace(snapshot_with(capacity, "cpuset"));
     sleep(Duration::from_secs(2));
     let count = |rel: &str| cpuset_of(&tree, rel).len();
