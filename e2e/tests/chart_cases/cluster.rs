@@ -41,15 +41,21 @@ fn with_loopback_addresses(argv: Vec<String>, replacements: &[(&str, &str)]) -> 
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chart_objects_work_in_the_embedded_cluster_with_the_webhook_on_the_charts_args() {
-    let Some(helm) = chart_support::helm() else { return };
+/// The default rendering, and an embedded cluster with its CRDs and the release namespace.
+async fn cluster_with_chart_crds(helm: &std::path::Path) -> (Rendered, TestCluster, kube::Client) {
     common::init_logs();
-    let rendered = render(&helm, &[]);
+    let rendered = render(helm, &[]);
     let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
     let client = cluster.client().unwrap();
     apply_kinds(&cluster, &rendered, &["CustomResourceDefinition"]).await;
     namespace(&cluster, NAMESPACE, json!({})).await;
+    (rendered, cluster, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chart_objects_work_in_the_embedded_cluster_with_the_webhook_on_the_charts_args() {
+    let Some(helm) = chart_support::helm() else { return };
+    let (rendered, cluster, client) = cluster_with_chart_crds(&helm).await;
     apply_kinds(
         &cluster,
         &rendered,
@@ -272,12 +278,7 @@ async fn chart_objects_work_in_the_embedded_cluster_with_the_webhook_on_the_char
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manager_on_the_charts_args_stays_within_the_charts_rbac() {
     let Some(helm) = chart_support::helm() else { return };
-    common::init_logs();
-    let rendered = render(&helm, &[]);
-    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
-    let client = cluster.client().unwrap();
-    apply_kinds(&cluster, &rendered, &["CustomResourceDefinition"]).await;
-    namespace(&cluster, NAMESPACE, json!({})).await;
+    let (rendered, cluster, client) = cluster_with_chart_crds(&helm).await;
     apply_kinds(&cluster, &rendered, &["PriorityClass", "ConfigMap"]).await;
     let node = common::unique("chart-node");
     cluster
