@@ -78,6 +78,7 @@ prepare() {
     flock 9
     ensure_qemu
     fetch_packages
+    build_base_archive
     flock -u 9
 }
 
@@ -93,15 +94,27 @@ copy_with_libs() {
     done
 }
 
+# The part of the initramfs that never changes (busybox and its applet links), built once per
+# cache: the kernel unpacks concatenated cpio archives in order.
+build_base_archive() {
+    [ -s "$cache/base.cpio" ] && [ "$cache/base.cpio" -nt "$cache/busybox" ] && return 0
+    local base
+    base="$(mktemp -d "$cache/base.XXXXXX")"
+    mkdir -p "$base"/{bin,dev,proc,sys,tmp,run,work}
+    cp "$cache/busybox" "$base/bin/busybox"
+    for applet in $("$cache/busybox" --list); do
+        [ -e "$base/bin/$applet" ] || ln -s busybox "$base/bin/$applet"
+    done
+    (cd "$base" && find . | "$cache/busybox" cpio -o -H newc 2>/dev/null) >"$cache/base.cpio.tmp"
+    mv "$cache/base.cpio.tmp" "$cache/base.cpio"
+    rm -rf "$base"
+}
+
 build_initramfs() {
     local work="$1" binary="$2"
     shift 2
     local root="$work/root"
-    mkdir -p "$root"/{bin,dev,proc,sys,tmp,run,work}
-    cp "$cache/busybox" "$root/bin/busybox"
-    for applet in $("$cache/busybox" --list); do
-        [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
-    done
+    mkdir -p "$root/work"
     copy_with_libs "$root" "$binary"
     {
         printf 'cd /work\n'
@@ -127,7 +140,10 @@ sync
 reboot -f
 EOF
     chmod +x "$root/init"
-    (cd "$root" && find . | "$cache/busybox" cpio -o -H newc 2>/dev/null) >"$work/initramfs.cpio"
+    {
+        cat "$cache/base.cpio"
+        (cd "$root" && find . | "$cache/busybox" cpio -o -H newc 2>/dev/null)
+    } >"$work/initramfs.cpio"
 }
 
 run() {
@@ -153,10 +169,12 @@ run() {
     # --foreground keeps qemu in the caller's process group, so a caller killing the group
     # (a test runner's timeout) takes qemu down too.
     # shellcheck disable=SC2086
+    # no_timer_check: under TCG on a busy host the kernel's IO-APIC timer check can fail and
+    # panic the boot.
     timeout --foreground -k 5 "${KOORD_VM_TIMEOUT:-300}" qemu-system-x86_64 $accel \
         -m 1024 -smp 2 -no-reboot -display none -monitor none -nodefaults \
         -kernel "$cache/vmlinuz" -initrd "$work/initramfs.cpio" \
-        -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all rdinit=/init" \
+        -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check cgroup_no_v1=all rdinit=/init" \
         -serial "file:$work/console.log" -serial "file:$work/out.log" </dev/null ||
         echo "v2-vm: qemu exited with $?" >&2
     echo "v2-vm: VM ran $((SECONDS - started)) s ($accel)" >&2
