@@ -131,11 +131,11 @@ fn state(cgroups: &Cgroups, tree: &V2Tree, rel: &str) -> CgroupState {
         Ok(CgroupValue::Int(q)) => Some(q),
         _ => None,
     };
-    // As the agent does: what the cgroup can use (an empty v2 cpuset.cpus means the parent's).
-    let cpuset = cgroups
-        .effective_cpus(&dir)
-        .ok()
-        .and_then(|c| CpuList::parse(&c.to_string()).ok());
+    // What the agent's QoS round reads (`gather::read_cgroup_facts`): `cpuset.cpus` itself.
+    let cpuset = match cgroups.read(R::CpusetCpus, &dir) {
+        Ok(CgroupValue::Cpus(c)) => CpuList::parse(&c.to_string()).ok(),
+        _ => None,
+    };
     CgroupState {
         dir: tree.rel(rel),
         cfs_quota_us: quota,
@@ -220,8 +220,13 @@ fn cgroup_v2_vm_cpuset_suppress_confines_be_processes() {
             containers: vec![state(&cgroups, tree, "kubepods/besteffort/poda/c1")],
         }],
     };
-    // A fresh v2 cgroup has an empty cpuset.cpus: it reads as the parent's set.
-    assert_eq!(read_tree(&tree).besteffort.cpuset.as_ref(), Some(&all));
+    // A fresh v2 cgroup has an empty cpuset.cpus (the parent's set, here every CPU): the plan
+    // must pin BE all the same.
+    assert_eq!(read_tree(&tree).besteffort.cpuset, Some(CpuList::default()));
+    assert_eq!(
+        tree.read("kubepods/besteffort", "cpuset.cpus.effective"),
+        all.to_string()
+    );
     let decide = |enable: bool, reserved: CpuList, cg: &BeCgroups| {
         let s = ResourceThresholdStrategy {
             enable: Some(enable),
