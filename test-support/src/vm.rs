@@ -214,3 +214,56 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>>
 fn join(handle: Option<JoinHandle<String>>) -> String {
     handle.and_then(|h| h.join().ok()).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alive(pid: u32) -> bool {
+        // A killed child of a reaper-less init may linger as a zombie: that is not running.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(false)
+    }
+
+    /// What a failing or timed-out test relies on: dropping the guard kills the runner and
+    /// everything it started in its group (qemu there), not only the direct child.
+    #[test]
+    fn dropping_the_guard_kills_the_whole_process_group() {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "sleep 1000 & echo $!; wait"])
+            .stdout(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut group = ProcessGroup {
+            child: command.spawn().unwrap(),
+        };
+        let mut line = String::new();
+        let mut stdout = std::io::BufReader::new(group.child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        let shell = group.child.id();
+        assert!(alive(grandchild) && alive(shell));
+        drop(group);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(grandchild) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(grandchild), "the group's background process survived");
+        assert!(!alive(shell));
+    }
+
+    #[test]
+    fn the_cgroup2_mount_line_is_found_in_the_output() {
+        let run = VmRun {
+            exit_code: 0,
+            output: "cgroup2 mount: cgroup2 /sys/fs/cgroup cgroup2 rw 0 0 (kernel 6.1)\nok\n".into(),
+            runner_log: String::new(),
+            elapsed: Duration::ZERO,
+        };
+        assert_eq!(
+            run.cgroup2_mount(),
+            Some("cgroup2 mount: cgroup2 /sys/fs/cgroup cgroup2 rw 0 0 (kernel 6.1)")
+        );
+    }
+}
