@@ -52,10 +52,9 @@ fn cpu_usage_ns(dir: &Path, v2: bool) -> u64 {
 /// Waits (up to 10 s on a busy machine) until the worker has used some CPU, i.e. python started.
 fn wait_until_working(mut usage: impl FnMut() -> u64) {
     let start = usage();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while usage() == start && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    koord_test_support::wait_for_blocking("the worker to use some CPU", Duration::from_secs(10), || {
+        (usage() != start).then_some(())
+    });
 }
 
 #[test]
