@@ -25,7 +25,7 @@ use crate::validate::pod::PodValidationOptions;
 pub enum ServeError {
     /// No usable Kubernetes client configuration.
     #[error("kubernetes client: {0}")]
-    Client(String),
+    Client(#[from] koord_runtime::KubeconfigError),
     /// Binding or serving failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
@@ -36,19 +36,7 @@ pub enum ServeError {
 
 /// Builds the Kubernetes client from `--kubeconfig` or the environment.
 pub async fn client(args: &ServerArgs) -> Result<Client, ServeError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| ServeError::Client(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| ServeError::Client(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| ServeError::Client(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| ServeError::Client(e.to_string()))
+    Ok(koord_runtime::kube_client(args.kubeconfig.as_deref()).await?)
 }
 
 /// A running admission server (started in-process by `run`, tests and the e2e crate).
