@@ -3,7 +3,6 @@
 use std::{
     future::Future,
     sync::{Arc, Mutex, RwLock},
-    time::Duration,
 };
 
 use futures::{FutureExt, Stream, StreamExt, stream};
@@ -141,7 +140,7 @@ pub async fn run(
             &args.config_namespace,
             LEASE_NAME,
             &identity,
-            args.lease_duration_seconds,
+            args.lease_duration.as_secs().max(1),
         )
         .await?
     } else {
@@ -193,7 +192,7 @@ pub async fn run(
         pods: pods.clone(),
         usage: usage.clone(),
         last_batch_write: Mutex::new(Default::default()),
-        resync: Duration::from_secs(args.resync_seconds.max(1)),
+        resync: args.resync,
     });
 
     let children = cleanup::Children {

@@ -62,12 +62,12 @@ fn args(leader_elect: bool, lease_seconds: u64, identity: &str) -> RunArgs {
             ControllerName::Noderesource,
         ],
         leader_elect,
-        lease_duration_seconds: lease_seconds,
+        lease_duration: Duration::from_secs(lease_seconds),
         identity: Some(identity.into()),
         metrics_addr: any,
         health_addr: any,
         log_format: koord_runtime::LogFormat::Text,
-        resync_seconds: 1,
+        resync: Duration::from_secs(1),
     }
 }
 
