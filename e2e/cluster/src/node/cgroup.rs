@@ -58,6 +58,9 @@ pub enum CgroupError {
         /// The OS error.
         source: io::Error,
     },
+    /// A file of the fake cgroupfs could not be written.
+    #[error(transparent)]
+    Fake(#[from] super::fakefs::FakeFsError),
     /// A cgroup directory could not be removed (tasks that never left, permissions).
     #[error(transparent)]
     Remove(#[from] koord_test_support::cgroup::RemoveError),
