@@ -113,7 +113,7 @@ mod tests {
         let pruned = prune_and_default(&mut obj, &schema());
         assert_eq!(
             pruned,
-            [".extra", ".spec.typo", ".spec.items[0].bogus", ".spec.empty.gone"]
+            [".extra", ".spec.empty.gone", ".spec.items[0].bogus", ".spec.typo"]
         );
         assert_eq!(obj["spec"]["enable"], false);
         assert_eq!(obj["spec"]["labels"]["a"], "b");
