@@ -75,6 +75,27 @@ async fn colocated_pod_becomes_be_runs_on_batch_resources_with_be_cgroup_limits(
         json!({"app": "batch"}),
         vec![env.container("main", Load::Idle, resources)],
     );
+    // The pod asks for 500 batch-cpu: wait until a node offers that much.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    wait_for(
+        "a node with 500 batch-cpu allocatable",
+        Duration::from_secs(180),
+        async || {
+            let list = nodes.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .filter_map(|n| {
+                    n.status
+                        .as_ref()?
+                        .allocatable
+                        .as_ref()?
+                        .get("kubernetes.io/batch-cpu")
+                })
+                .any(|q| q.0.parse::<i64>().is_ok_and(|v| v >= 500))
+                .then_some(())
+        },
+    )
+    .await;
     let created = common::create_until_mutated_to_be(&pods, &pod).await;
     let spec = created.spec.clone().unwrap();
     assert_eq!(spec.priority, Some(5000), "koord-batch priority");

@@ -70,9 +70,11 @@ pub struct Env {
     pub backend: Backend,
 }
 
-/// The host's CPU count: simulated nodes get what the host really has, as a kubelet reports.
-fn host_cpus() -> usize {
-    std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+/// CPUs of the simulated node. koordlet measures node usage from the host's `/proc`, where
+/// every process of a shared build machine counts as system usage; a node the size of the host
+/// would then have no batch resources left, so it gets room above what the host can burn.
+fn node_cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZero::get) * 4
 }
 
 impl Env {
@@ -125,7 +127,7 @@ impl Env {
             .unwrap();
         // No static batch resources: the manager has to publish them.
         let spec = NodeSpec::new(&common::unique("sim"))
-            .with_resource("cpu", &host_cpus().to_string())
+            .with_resource("cpu", &node_cpus().to_string())
             .with_resource("memory", "8Gi");
         let nodes = SimulatedNodes::start(client.clone(), vec![spec], FleetConfig::default())
             .await
