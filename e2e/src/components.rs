@@ -195,8 +195,11 @@ impl Components {
             format!("--kubeconfig={}", kubeconfig.display()),
             "--metrics-addr=127.0.0.1:0".into(),
             "--health-addr=127.0.0.1:0".into(),
-            format!("--identity={identity}"),
         ];
+        // Two managers in one process (leader election) need their own identities.
+        if !extra.iter().any(|a| a.starts_with("--identity")) {
+            argv.push(format!("--identity={identity}"));
+        }
         argv.extend(extra.iter().cloned());
         let cli = koord_manager::cli::Cli::try_parse_from(&argv).map_err(|e| ComponentError::Flags {
             component: "koord-manager",

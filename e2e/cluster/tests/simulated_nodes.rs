@@ -77,6 +77,19 @@ async fn pod_is_bound_runs_is_listed_and_stops_on_delete() {
     let hash = container_id.strip_prefix("containerd://").unwrap();
     assert_eq!(hash.len(), 64);
 
+    // A pod for a scheduler that does not run stays Pending, as on a real cluster.
+    let mut absent: Pod = pod.clone();
+    absent.metadata.name = Some("for-koord-scheduler".into());
+    absent.spec.as_mut().unwrap().scheduler_name = Some("koord-scheduler".into());
+    pods.create(&PostParams::default(), &absent).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let pending = pods.get("for-koord-scheduler").await.unwrap();
+    assert_eq!(pending.spec.unwrap().node_name, None);
+    assert_eq!(pending.status.unwrap().phase.as_deref(), Some("Pending"));
+    pods.delete("for-koord-scheduler", &DeleteParams::default())
+        .await
+        .unwrap();
+
     let info = nodes.node(&node_name).unwrap().clone();
     let listed = wait_for("/pods lists the pod", Duration::from_secs(30), async || {
         let body = tokio::task::spawn_blocking({

@@ -1,5 +1,5 @@
-//! The evictor: carries out the engine's eviction picks through the policy/v1 Eviction API
-//! (so PodDisruptionBudgets hold), with an Event on each pod and a dry-run switch.
+//! The evictor: carries out the engine's eviction picks through the Eviction API (so
+//! PodDisruptionBudgets hold), with an Event on each pod and a dry-run switch.
 //!
 //! Rules users rely on:
 //! - only BE pods, ever: a pick whose pod is not BE in the current snapshot is dropped with an
@@ -10,15 +10,19 @@
 //! - the Eviction API's 429 (a PodDisruptionBudget forbids it now) is reported at once: the
 //!   client given here must not retry it (see [`no_retry_client`]); the next round decides
 //!   again with fresh numbers;
+//! - the Eviction body's version is the one the server serves: `policy/v1` from Kubernetes 1.22,
+//!   `policy/v1beta1` before (1.20 refuses a `policy/v1` body). It is read once from the
+//!   `pods/eviction` entry of the core API discovery, cached, and read again when the server
+//!   answers 400/404/415 to the version used (an upgraded or downgraded API server);
 //! - Events as upstream: `evictPodSuccess` / `evictPodFail` (Warning) with the note
 //!   `evict Pod:<name>, reason: <EvictPodBy...>, message: <numbers>`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use koord_api::QoSClass;
-use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{error, info, warn};
 
@@ -102,9 +106,91 @@ impl EvictOutcome {
     }
 }
 
+/// The `policy` version of the Eviction body the server takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionVersion {
+    /// `policy/v1` (Kubernetes 1.22+).
+    V1,
+    /// `policy/v1beta1` (Kubernetes 1.18 to 1.21).
+    V1beta1,
+}
+
+impl EvictionVersion {
+    /// `apiVersion` of the body.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            EvictionVersion::V1 => "policy/v1",
+            EvictionVersion::V1beta1 => "policy/v1beta1",
+        }
+    }
+
+    /// The version named by the `pods/eviction` entry of the core `v1` resource list. Servers
+    /// too old to name one (before 1.12) serve v1beta1; a list without the entry at all is
+    /// answered with v1, the current API.
+    pub fn from_core_resources(
+        list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+    ) -> Self {
+        match list.resources.iter().find(|r| r.name == "pods/eviction") {
+            Some(r) if r.version.as_deref() == Some("v1") => EvictionVersion::V1,
+            Some(_) => EvictionVersion::V1beta1,
+            None => EvictionVersion::V1,
+        }
+    }
+
+    /// The Eviction body for `namespace/name`, its deletion guarded by the pod's UID (so a
+    /// pod recreated under the same name is never evicted by a decision about the old one).
+    pub fn body(self, namespace: &str, name: &str, uid: &str) -> serde_json::Value {
+        let delete_options = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        serde_json::json!({
+            "apiVersion": self.api_version(),
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": delete_options,
+        })
+    }
+}
+
+/// Asks the server which Eviction version `pods/eviction` takes.
+pub async fn discover_eviction_version(client: &kube::Client) -> Result<EvictionVersion, kube::Error> {
+    let list = client.list_core_api_resources("v1").await?;
+    Ok(EvictionVersion::from_core_resources(&list))
+}
+
+/// Posts one Eviction of `version`.
+async fn post_eviction(
+    client: &kube::Client,
+    version: EvictionVersion,
+    pod: &PodMeta,
+    uid: &str,
+) -> Result<(), kube::Error> {
+    let body =
+        serde_json::to_vec(&version.body(&pod.namespace, &pod.name, uid)).map_err(kube::Error::SerdeError)?;
+    let req = http::Request::post(format!(
+        "/api/v1/namespaces/{}/pods/{}/eviction",
+        pod.namespace, pod.name
+    ))
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(body)
+    .map_err(kube::Error::HttpError)?;
+    client.request::<serde_json::Value>(req).await.map(|_| ())
+}
+
+/// Whether an error may mean the server does not take this Eviction version.
+fn version_refused(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if matches!(s.code, 400 | 404 | 415))
+}
+
 /// Carries out picks; keeps the in-flight set.
 pub struct Evictor {
     client: kube::Client,
+    /// The discovered Eviction version (`None` until the first eviction, or after a refusal).
+    version: Option<EvictionVersion>,
     recorder: Recorder,
     dry_run: bool,
     in_flight: InFlight,
@@ -133,6 +219,7 @@ impl Evictor {
         Evictor {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            version: None,
             dry_run,
             in_flight: InFlight::default(),
             telemetry,
@@ -171,6 +258,46 @@ impl Evictor {
         }
     }
 
+    /// The Eviction version to use, discovered on first use.
+    async fn version(&mut self) -> Result<EvictionVersion, kube::Error> {
+        if let Some(v) = self.version {
+            return Ok(v);
+        }
+        let v = discover_eviction_version(&self.client).await?;
+        info!(api_version = v.api_version(), "Eviction API version discovered");
+        self.version = Some(v);
+        Ok(v)
+    }
+
+    /// Posts the eviction in the server's version; when the server refuses the version used,
+    /// discovers again and retries once if the answer changed.
+    async fn post(&mut self, pod: &PodMeta, uid: &str) -> Result<(), kube::Error> {
+        let used = self.version().await?;
+        match post_eviction(&self.client, used, pod, uid).await {
+            Err(e) if version_refused(&e) => {
+                self.version = None;
+                let now = self.version().await?;
+                if now == used {
+                    return Err(e);
+                }
+                post_eviction(&self.client, now, pod, uid).await
+            }
+            other => other,
+        }
+    }
+
+    /// Skips discovery: the caller knows the server's Eviction version. A refusal still
+    /// triggers discovery.
+    pub fn with_eviction_version(mut self, version: EvictionVersion) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// The Eviction version in use (`None` before the first eviction).
+    pub fn eviction_version(&self) -> Option<EvictionVersion> {
+        self.version
+    }
+
     /// Evicts every pick (BE pods of `pods` only) and returns each outcome in order.
     pub async fn evict(
         &mut self,
@@ -196,18 +323,7 @@ impl Evictor {
                 outcomes.push(EvictOutcome::DryRun);
                 continue;
             }
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-            let params = EvictParams {
-                delete_options: Some(DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: Some(pick.uid.clone()),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                }),
-                ..EvictParams::default()
-            };
-            let outcome = match api.evict(&pod.name, &params).await {
+            let outcome = match self.post(pod, &pick.uid).await {
                 Ok(_) => {
                     info!(pod = %name, strategy = pick.strategy, reason = pick.reason, message = %pick.message,
                           "pod evicted");
@@ -234,6 +350,8 @@ impl Evictor {
 mod tests {
     use std::sync::Arc;
 
+    use k8s_openapi::api::core::v1::Pod;
+
     use super::*;
 
     fn pod(name: &str, qos: &str) -> PodMeta {
@@ -255,6 +373,55 @@ mod tests {
             reason: "EvictPodByNodeMemoryUsage",
             message: String::new(),
         }
+    }
+
+    fn core_list(eviction: Option<&str>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList {
+        let mut resources = vec![
+            serde_json::json!({"name": "pods", "namespaced": true, "kind": "Pod", "singularName": "", "verbs": ["get"]}),
+        ];
+        if let Some(v) = eviction {
+            let mut e = serde_json::json!({"name": "pods/eviction", "namespaced": true, "kind": "Eviction",
+                                           "singularName": "", "verbs": ["create"], "group": "policy"});
+            if !v.is_empty() {
+                e["version"] = serde_json::json!(v);
+            }
+            resources.push(e);
+        }
+        serde_json::from_value(serde_json::json!({"groupVersion": "v1", "resources": resources})).unwrap()
+    }
+
+    #[test]
+    fn eviction_version_follows_the_core_discovery_entry() {
+        assert_eq!(
+            EvictionVersion::from_core_resources(&core_list(Some("v1"))),
+            EvictionVersion::V1
+        );
+        assert_eq!(
+            EvictionVersion::from_core_resources(&core_list(Some("v1beta1"))),
+            EvictionVersion::V1beta1
+        );
+        assert_eq!(
+            EvictionVersion::from_core_resources(&core_list(Some(""))),
+            EvictionVersion::V1beta1
+        );
+        assert_eq!(
+            EvictionVersion::from_core_resources(&core_list(None)),
+            EvictionVersion::V1
+        );
+    }
+
+    #[test]
+    fn eviction_body_carries_version_name_and_uid_precondition() {
+        let b = EvictionVersion::V1beta1.body("ns", "p", "uid-1");
+        assert_eq!(b["apiVersion"], "policy/v1beta1");
+        assert_eq!(b["kind"], "Eviction");
+        assert_eq!(b["metadata"]["name"], "p");
+        assert_eq!(b["metadata"]["namespace"], "ns");
+        assert_eq!(b["deleteOptions"]["preconditions"]["uid"], "uid-1");
+        assert_eq!(
+            EvictionVersion::V1.body("ns", "p", "u")["apiVersion"],
+            "policy/v1"
+        );
     }
 
     #[test]

@@ -11,51 +11,50 @@ use super::object::{label_namespace_name, meta_str, now_rfc3339};
 use super::resource::{GroupResource, ResourceInfo, info_from_crd};
 use super::server::ApiServer;
 
-/// Parse a Kubernetes quantity (`100m`, `1Gi`, `2`) to a number (cores or bytes), with the
-/// api's grammar (every form the real API server accepts).
-pub fn parse_quantity(q: &str) -> Option<f64> {
-    let nanos = koord_api::ExactQuantity::parse(q.trim()).ok()?.nanos();
-    Some(nanos as f64 / 1e9)
-}
-
-fn quantity_of(res: Option<&Value>, name: &str) -> Option<f64> {
-    let v = res?.get(name)?;
-    match v {
-        Value::String(s) => parse_quantity(s),
-        Value::Number(n) => n.as_f64(),
-        _ => None,
+/// The pod QoS class, computed as the kubelet and API server do (cpu and memory only; one
+/// rule shared with the simulated kubelet).
+pub fn qos_class(spec: &Value) -> &'static str {
+    match serde_json::from_value::<k8s_openapi::api::core::v1::PodSpec>(spec.clone()) {
+        Ok(spec) => crate::node::qos::compute_qos(&spec).as_str(),
+        Err(_) => "BestEffort",
     }
 }
 
-/// The pod QoS class, computed as the kubelet and API server do (cpu and memory only).
-pub fn qos_class(spec: &Value) -> &'static str {
-    let containers = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
-        .flatten();
-    let (mut any, mut guaranteed) = (false, true);
-    for c in containers {
-        let requests = c.pointer("/resources/requests");
-        let limits = c.pointer("/resources/limits");
-        for r in ["cpu", "memory"] {
-            let (req, lim) = (quantity_of(requests, r), quantity_of(limits, r));
-            if req.is_some_and(|x| x != 0.0) || lim.is_some_and(|x| x != 0.0) {
-                any = true;
-            }
-            match (req, lim) {
-                (_, None) => guaranteed = false,
-                (Some(a), Some(b)) if a != b => guaranteed = false,
-                _ => {}
+/// A real API server's defaulting: a container limit without a request sets the request.
+fn default_requests_from_limits(spec: &mut Value) {
+    for key in ["containers", "initContainers"] {
+        let Some(list) = spec.get_mut(key).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in list {
+            let Some(limits) = c.pointer("/resources/limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let requests = res.entry("requests").or_insert_with(|| json!({}));
+            if let Some(r) = requests.as_object_mut() {
+                for (name, q) in limits {
+                    r.entry(name).or_insert(q);
+                }
             }
         }
     }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
+}
+
+/// What a real server does after mutating admission, before validation and storage: defaults
+/// the (possibly rewritten) object again and, for a new pod, derives `status.qosClass` from the
+/// final spec (a webhook that rewrote cpu/memory to batch resources makes the pod BestEffort).
+pub fn after_admission_create(info: &ResourceInfo, obj: &mut Value) {
+    if (info.group.as_str(), info.plural.as_str()) != ("", "pods") {
+        return;
     }
+    if let Some(spec) = obj.get_mut("spec") {
+        default_requests_from_limits(spec);
+    }
+    let qos = obj.get("spec").map(qos_class).unwrap_or("BestEffort");
+    set(obj, "/status/qosClass", json!(qos));
 }
 
 fn set(obj: &mut Value, pointer: &str, value: Value) {
@@ -98,8 +97,8 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
                 set_default(obj, p, v);
             }
             resolve_priority(server, obj, &name)?;
-            let qos = obj.get("spec").map(qos_class).unwrap_or("BestEffort");
-            set(obj, "/status", json!({"phase": "Pending", "qosClass": qos}));
+            set(obj, "/status", json!({"phase": "Pending"}));
+            after_admission_create(info, obj);
         }
         ("", "namespaces") => {
             set(obj, "/status", json!({"phase": "Active"}));
@@ -265,10 +264,6 @@ mod tests {
 
     #[test]
     fn quantities_and_qos() {
-        assert_eq!(parse_quantity("100m"), Some(0.1));
-        assert_eq!(parse_quantity("1Gi"), Some(1073741824.0));
-        assert_eq!(parse_quantity("1e3"), Some(1000.0));
-        assert_eq!(parse_quantity("x"), None);
         let be = json!({"containers": [{"name": "a"}]});
         assert_eq!(qos_class(&be), "BestEffort");
         let g = json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1000m", "memory": "1Gi"}}}]});
@@ -277,5 +272,13 @@ mod tests {
         assert_eq!(qos_class(&b), "Burstable");
         let batch = json!({"containers": [{"name": "a", "resources": {"requests": {"kubernetes.io/batch-cpu": "1000"}}}]});
         assert_eq!(qos_class(&batch), "BestEffort");
+        let mut limits_only =
+            json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
+        default_requests_from_limits(&mut limits_only);
+        assert_eq!(
+            limits_only["containers"][0]["resources"]["requests"]["memory"],
+            "1Gi"
+        );
+        assert_eq!(qos_class(&limits_only), "Guaranteed");
     }
 }

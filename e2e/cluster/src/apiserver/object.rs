@@ -120,6 +120,9 @@ pub fn to_storage(info: &ResourceInfo, view: Value) -> Value {
         obj.insert("apiVersion".into(), Value::String(api_version));
         obj.insert("kind".into(), Value::String(kind));
     }
+    if let Some(schema) = &info.schema {
+        super::schema::prune_and_default(&mut v, schema);
+    }
     v
 }
 
