@@ -8,7 +8,7 @@
 # `/koord-webhook`, `/koordlet`; the chart passes only args) on a glibc base with nothing else.
 # manager and webhook run as the non-root user 65532, koordlet as root (it writes other pods'
 # cgroups). scripts/build-images.sh produces the same layout without Docker or a base image
-# (the binaries plus the shared libraries they link: libc, libm, libgcc_s), which is how the
+# (the binaries, the shared libraries they link: libc, libm, libgcc_s, and a CA bundle), which is how the
 # images are built and tested in this repository's CI; this file is for registries and users.
 
 FROM rust:1.95.0-bookworm AS builder
@@ -20,7 +20,7 @@ RUN cargo build --release --locked -p koord-manager -p koord-webhook -p koordlet
            cp "target/release/$b" "/out/$b" && strip --strip-debug "/out/$b"; \
        done
 
-# distroless/cc: glibc, libgcc_s, /etc/passwd with nonroot (65532); no shell.
+# distroless/cc: glibc, libgcc_s, a CA bundle, /etc/passwd with nonroot (65532); no shell.
 FROM gcr.io/distroless/cc-debian12:nonroot AS koord-manager
 COPY --from=builder /out/koord-manager /koord-manager
 USER 65532:65532

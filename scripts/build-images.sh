@@ -3,7 +3,8 @@
 # sandbox "pause" image) as OCI image archives, without a registry, a base image or a container
 # engine. Each image holds one release binary at the path the chart runs (`/koord-manager`,
 # `/koord-webhook`, `/koordlet`), the shared libraries it links (from `ldd`), an /etc/passwd with
-# the non-root user 65532 and a writable /tmp: the same layout as the repository's Dockerfile.
+# the non-root user 65532, the host's CA bundle and a writable /tmp: the same layout as the
+# repository's Dockerfile (distroless/cc).
 #
 # usage: scripts/build-images.sh [--out DIR] [--repository PREFIX] [--tag TAG]
 #                                [--pause-src PATH/TO/pause.c] [--no-build] [--import]
@@ -74,6 +75,12 @@ make_rootfs() {
     strip --strip-debug "$root/$name"
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
     printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
+    # A CA bundle as in distroless: kube-rs' TLS setup loads the system roots even where it
+    # then skips verification (koordlet's kubelet client) and fails when there are none.
+    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+        mkdir -p "$root/etc/ssl/certs"
+        cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+    fi
     # `ldd` lines: "libfoo.so.1 => /lib/x86_64-linux-gnu/libfoo.so.1 (0x...)" and the loader
     # "/lib64/ld-linux-x86-64.so.2 (0x...)". Copy the real files to the paths the binary asks for.
     local lib
