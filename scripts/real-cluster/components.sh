@@ -219,5 +219,13 @@ smoke_checks() {
         bash -c "[[ -n \"\$(nsenter --net=$NETNS_PATH $K8S_BIN/kubectl --kubeconfig $OUT/kubeconfig get nodemetric $NODE_NAME -o jsonpath='{.status.updateTime}')\" ]]"
     wait_until 180 "kubernetes.io/batch-cpu on node $NODE_NAME" \
         bash -c "[[ -n \"\$(nsenter --net=$NETNS_PATH $K8S_BIN/kubectl --kubeconfig $OUT/kubeconfig get node $NODE_NAME -o jsonpath='{.status.allocatable.kubernetes\\.io/batch-cpu}')\" ]]"
+    # A broken slo-controller-config key is refused by koord-webhook through the API server.
+    local out
+    if out="$(kctl -n "$RELEASE_NS" patch configmap slo-controller-config --dry-run=server --type merge \
+        -p '{"data":{"colocation-config":"{\"enable\": \"notabool\"}"}}' 2>&1)"; then
+        die "a broken colocation-config was accepted: $out"
+    fi
+    [[ "$out" == *'denied the request: colocation-config: enable: invalid type'* ]] ||
+        die "unexpected answer to a broken colocation-config: $out"
     log "smoke checks passed"
 }

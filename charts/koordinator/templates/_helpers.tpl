@@ -56,6 +56,16 @@ policy/v1beta1
 {{- end -}}
 {{- end -}}
 
+{{/*
+Non-empty when the API server labels every namespace with kubernetes.io/metadata.name (1.21+),
+which the webhook configurations' namespace selectors match on.
+*/}}
+{{- define "koordinator.namespaceNameLabel" -}}
+{{- if semverCompare ">=1.21.0-0" .Capabilities.KubeVersion.Version -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* image reference; call with (dict "ctx" $ "image" .Values.manager.image). */}}
 {{- define "koordinator.image" -}}
 {{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
