@@ -19,11 +19,11 @@ use k8s_openapi::api::core::v1::Pod;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::MetricTime;
 use koordlet::metrics::collector::{Collector, Stores};
-use koordlet::qos::be_limits::{self, BeLimitsCache, BeLimitsSettings};
 use koordlet::states::{PodMeta, Snapshot};
 use koordlet::system::{
     CgroupDriver, Cgroups, ContainerId, KubeCgroupPaths, KubeQosClass, PodUid, SystemRoots,
 };
+use koordlet_core::strategies::be_limits::{self, BeLimitsCache, BeLimitsSettings};
 
 const ROUNDS: i64 = 600;
 const CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "cpuset", "memory"];

@@ -10,16 +10,16 @@ use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
 use crate::cli::{AgentArgs, DriverArg, PodsSource};
+use crate::evictor::Evictor;
 use crate::executor::{Executor, ExecutorConfig};
-use crate::features::FeatureGates;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::{Collector, Stores};
-use crate::qos::evictor::Evictor;
 use crate::qos_loop::{QosLoop, QosLoopConfig};
 use crate::report::{self, ReportInput};
 use crate::states::{Snapshot, sources};
 use crate::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
 use crate::telemetry::Telemetry;
+use koordlet_core::features::FeatureGates;
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,7 @@ pub enum AgentError {
     NoNodeName,
     /// Bad feature gates.
     #[error(transparent)]
-    FeatureGates(#[from] crate::features::FeatureGateError),
+    FeatureGates(#[from] koordlet_core::features::FeatureGateError),
     /// Cgroup layout detection failed.
     #[error("cgroup layout: {0}")]
     Cgroups(#[from] crate::system::SystemError),
@@ -89,11 +89,13 @@ pub async fn run_agent(
     let driver = match args.cgroup_driver {
         DriverArg::Cgroupfs => CgroupDriver::Cgroupfs,
         DriverArg::Systemd => CgroupDriver::Systemd,
-        DriverArg::Auto => CgroupDriver::detect(cgroups.root(), cgroups.layout(), std::path::Path::new(""))
-            .unwrap_or_else(|| {
-                warn!("no kubepods cgroup found; assuming the cgroupfs driver");
-                CgroupDriver::Cgroupfs
-            }),
+        DriverArg::Auto => {
+            crate::system::detect_driver(cgroups.root(), cgroups.layout(), std::path::Path::new(""))
+                .unwrap_or_else(|| {
+                    warn!("no kubepods cgroup found; assuming the cgroupfs driver");
+                    CgroupDriver::Cgroupfs
+                })
+        }
     };
     info!(node, version = ?cgroups.version(), ?driver, dry_run = args.dry_run, "koordlet starting");
     let paths = KubeCgroupPaths::new(driver);
@@ -131,7 +133,7 @@ pub async fn run_agent(
     let config = kube_config(&args).await?;
     let client = kube::Client::try_from(config.clone()).map_err(|e| AgentError::Kube(e.to_string()))?;
     let evict_client =
-        crate::qos::evictor::no_retry_client(config).map_err(|e| AgentError::Kube(e.to_string()))?;
+        crate::evictor::no_retry_client(config).map_err(|e| AgentError::Kube(e.to_string()))?;
     let (snap_tx, snap_rx) = watch::channel(Snapshot::default());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(sources::watch_node_objects(

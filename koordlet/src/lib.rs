@@ -8,18 +8,18 @@
 //! - [`executor`]: applies plans of cgroup writes safely (validated, ordered, skip-if-equal,
 //!   audited, dry-run).
 //! - [`metrics`]: bounded in-memory metric storage with window queries.
-//! - [`qos`]: the QoS strategies' pure decisions (BE limits, suppress, burst, eviction).
+//! - [`koordlet_core`]: the pure decisions (strategies, engine, cgroup paths, the typed write).
+//! - [`evictor`]: evicts the pods the eviction strategies pick, through the API server.
 //! - [`suppress_loop`]: the 50 ms fast loop of CPU suppress on a few node-level counters.
 //! - [`states`]: the node's Node, Pods, NodeSLO and NodeMetric spec as one snapshot.
 
 pub mod agent;
 pub mod cli;
+pub mod evictor;
 pub mod executor;
-pub mod features;
 pub mod gather;
 pub mod metrics;
 pub mod plan;
-pub mod qos;
 pub mod qos_loop;
 pub mod report;
 pub mod states;
@@ -82,7 +82,7 @@ fn run_plan(
     root: Option<std::path::PathBuf>,
     feature_gates: &str,
 ) -> i32 {
-    let gates = match features::FeatureGates::parse(feature_gates) {
+    let gates = match koordlet_core::FeatureGates::parse(feature_gates) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("koordlet plan: {e}");

@@ -13,22 +13,24 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, watch};
 use tracing::info;
 
+use crate::evictor::Evictor;
 use crate::executor::Executor;
-use crate::features::FeatureGates;
 use crate::gather;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::Stores;
-use crate::qos::be_limits;
-use crate::qos::cpu_evict;
-use crate::qos::cpuset::CpuInfo;
-use crate::qos::engine::{self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report};
-use crate::qos::evictor::Evictor;
-use crate::qos::fast_suppress::CpusetScope;
 use crate::states::Snapshot;
 use crate::system::cgroup_stats::CpuThrottling;
 use crate::system::{Cgroups, KubeCgroupPaths};
 use crate::telemetry::Telemetry;
 use koord_api::nodeslo::CpuBurstPolicy;
+use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::be_limits;
+use koordlet_core::strategies::cpu_evict;
+use koordlet_core::strategies::cpuset::CpuInfo;
+use koordlet_core::strategies::engine::{
+    self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report,
+};
+use koordlet_core::strategies::fast_suppress::CpusetScope;
 
 /// What the agent decides about the round.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@
 //! Policy `cpuset`: the slower QoS round publishes a [`CpusetScope`] (BE cgroup dirs, CPU
 //! topology, reserved/LSE/LSR/SYSTEM pools) whenever it changes; the loop reads the besteffort
 //! `cpuset.cpus` size each tick (one more kept-open file) and, when the budget asks for a
-//! different CPU count, runs the full [`cpu_suppress::decide`](crate::qos::cpu_suppress::decide)
+//! different CPU count, runs the full [`cpu_suppress::decide`](koordlet_core::strategies::cpu_suppress::decide)
 //! on its fast usage with that scope (whole cores first, NUMA-aware, never LSE or reserved CPUs)
 //! and applies the writes through the executor, which orders them safely between parents and
 //! children. On a policy change (or a new BE pod under `cpuset`) the full plan runs once more,
@@ -28,20 +28,20 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::executor::{ApplyReport, CgroupWrite, Executor, ExecutorConfig};
-use crate::features::FeatureGates;
-use crate::qos::CgroupWrite as PlanWrite;
-use crate::qos::FILE_CFS_QUOTA;
-use crate::qos::cpu_suppress::STRATEGY;
-use crate::qos::cpuset::CpuList;
-use crate::qos::fast_suppress::{
-    CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
-};
 use crate::states::Snapshot;
 use crate::system::proc_stat::USER_HZ;
 use crate::system::{
     CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, ParseError, SystemError,
 };
 use crate::telemetry::Telemetry;
+use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::CgroupWrite as PlanWrite;
+use koordlet_core::strategies::FILE_CFS_QUOTA;
+use koordlet_core::strategies::cpu_suppress::STRATEGY;
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::fast_suppress::{
+    CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::Pod;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::collector::{Collector, Stores};
 use koordlet::metrics::{MetricKind, MetricTime, SeriesKey};
-use koordlet::qos::be_limits::{self, BeLimitsSettings};
 use koordlet::states::{PodMeta, Snapshot};
 use koordlet::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
+use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
 
 static CPU_LOCK: Mutex<()> = Mutex::new(());
 static SEQ: AtomicU32 = AtomicU32::new(0);

@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::Pod;
 use koordlet::metrics::collector::{Collector, Stores};
 use koordlet::metrics::{MetricKind, MetricTime, SeriesKey};
 use koordlet::plan::{PlanOptions, parse_input, plan};
-use koordlet::qos::be_limits::{self, BeLimitsSettings};
 use koordlet::report::{ReportInput, build_status};
 use koordlet::states::{
     NodeMetricSettings, PodMeta, PodsOutcome, Snapshot, StatesError, merge_pods, parse_kubelet_pods,
 };
 use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups, KubeCgroupPaths};
+use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
 use serde_json::json;
 
 fn pod(value: serde_json::Value) -> Pod {

@@ -29,7 +29,7 @@ fn detection_from_the_mount_table_and_the_driver_from_the_tree() {
             assert_eq!(cgroups.version(), version);
             assert_eq!(cgroups.layout().source, "mountinfo");
             assert_eq!(
-                CgroupDriver::detect(&host.roots.cgroup, cgroups.layout(), Path::new("")),
+                koordlet::system::detect_driver(&host.roots.cgroup, cgroups.layout(), Path::new("")),
                 Some(driver)
             );
         }

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use koordlet::gather::{read_cgroup_facts, read_topology};
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
 use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups, KubeQosClass};
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 #[test]
 fn cgroup_facts_in_v1_units_on_both_versions() {

@@ -8,17 +8,17 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
-use koordlet::qos::QosClass;
-use koordlet::qos::cpu_burst::{
+use koordlet_core::strategies::QosClass;
+use koordlet_core::strategies::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
 };
-use koordlet::qos::cpu_evict::{self, BeCpu, BeCpuWindow, CpuEvictInput};
-use koordlet::qos::cpu_suppress::{
+use koordlet_core::strategies::cpu_evict::{self, BeCpu, BeCpuWindow, CpuEvictInput};
+use koordlet_core::strategies::cpu_suppress::{
     self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput,
 };
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
-use koordlet::qos::eviction::EvictCandidate;
-use koordlet::qos::memory_evict::{self, MemoryEvictInput};
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::eviction::EvictCandidate;
+use koordlet_core::strategies::memory_evict::{self, MemoryEvictInput};
 
 const ROUNDS: u32 = 200;
 
@@ -212,12 +212,12 @@ fn engine_round_by_pod_count() {
     use std::collections::BTreeSet;
     use std::sync::Arc;
 
-    use koordlet::features::FeatureGates;
-    use koordlet::qos::engine::{
-        self, CgroupFacts, EngineInput, EngineOptions, EngineState, NodeFacts, PodUsage, UsageFacts,
-    };
     use koordlet::states::PodMeta;
     use koordlet::system::{CgroupDriver, KubeCgroupPaths};
+    use koordlet_core::features::FeatureGates;
+    use koordlet_core::strategies::engine::{
+        self, CgroupFacts, EngineInput, EngineOptions, EngineState, NodeFacts, PodUsage, UsageFacts,
+    };
 
     let slo: koord_api::NodeSLOSpec = serde_json::from_value(serde_json::json!({
         "resourceUsedThresholdWithBE": {"enable": true, "cpuSuppressPolicy": "cpuset",

@@ -102,7 +102,7 @@ fn detection_paths_and_executor_on_the_real_kernel() {
     // Detection on this machine: v1 (hybrid counts as v1) and, below our parent, cgroupfs.
     assert_eq!(cgroups.version(), CgroupVersion::V1);
     assert_eq!(
-        CgroupDriver::detect(cgroups.root(), cgroups.layout(), &parent),
+        koordlet::system::detect_driver(cgroups.root(), cgroups.layout(), &parent),
         Some(CgroupDriver::Cgroupfs)
     );
     assert_eq!(

@@ -25,11 +25,11 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
-use koordlet::qos::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
-use koordlet::qos::cpuset::CpuList;
-use koordlet::qos::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 use koordlet::suppress_loop::{NodeCounter, SuppressLoop, SuppressLoopConfig, TickOutcome};
 use koordlet::system::{CgroupDir, CgroupLayout, Cgroups};
+use koordlet_core::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 use tree::{CPU_LOCK, ROOT, TestTree, setup};
 
 const TICK: Duration = Duration::from_millis(50);
@@ -151,7 +151,7 @@ fn run_loop_in_thread(
     snapshots: tokio::sync::watch::Receiver<koordlet::states::Snapshot>,
 ) -> (tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let gates = koordlet::features::FeatureGates::parse("").expect("gates");
+    let gates = koordlet_core::features::FeatureGates::parse("").expect("gates");
     let runner = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()

@@ -15,12 +15,12 @@ use koord_api::{NodeMetric, NodeSLO};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::features::FeatureGates;
-use crate::qos::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
 use crate::states::PodMeta;
 use crate::system::{
     CgroupDir, CgroupDriver, CgroupResource, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths,
 };
+use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
 
 /// Bad plan input: names the document and the field.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,7 @@ pub struct PrintedWrite {
     pub current: Option<String>,
 }
 
-fn print_write(w: &crate::qos::CgroupWrite, options: &PlanOptions) -> PrintedWrite {
+fn print_write(w: &koordlet_core::strategies::CgroupWrite, options: &PlanOptions) -> PrintedWrite {
     let resource = CgroupResource::from_name(w.file);
     let current = options.cgroups.as_ref().and_then(|c| {
         let dir = CgroupDir::new(&w.cgroup).ok()?;

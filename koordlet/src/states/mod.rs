@@ -8,7 +8,6 @@
 //! - when the API server is unreachable the last NodeSLO seen stays in the snapshot, so the
 //!   strategies keep enforcing it.
 
-pub mod pod;
 pub mod settings;
 pub mod sources;
 
@@ -17,7 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use koord_api::NodeSLOSpec;
 
-pub use pod::{ContainerMeta, PodMeta, PodMetaError};
+pub use koordlet_core::pod::{self, ContainerMeta, PodMeta, PodMetaError};
 pub use settings::{NodeMetricSettings, parse_go_duration};
 
 /// Everything the loops read about the node, at one moment. Cheap to clone.

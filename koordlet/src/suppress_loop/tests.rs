@@ -218,8 +218,8 @@ async fn run_waits_for_a_nodeslo_then_restores_when_disabled() {
 /// gives every dir the full set.
 #[test]
 fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
-    use crate::qos::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
-    use crate::qos::cpuset::CpuInfo;
+    use koordlet_core::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
+    use koordlet_core::strategies::cpuset::CpuInfo;
     let f = Fake::new(CgroupVersion::V1);
     let dirs = [
         "kubepods/besteffort",

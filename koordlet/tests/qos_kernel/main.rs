@@ -15,12 +15,14 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
-use koordlet::qos::cpu_burst::{
+use koordlet_core::strategies::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
 };
-use koordlet::qos::cpu_suppress::{self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput};
-use koordlet::qos::cpuset::CpuList;
-use koordlet::qos::{CgroupWrite, QosClass};
+use koordlet_core::strategies::cpu_suppress::{
+    self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput,
+};
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::{CgroupWrite, QosClass};
 use tree::{CPU_LOCK, ROOT, TestTree, setup, state, topology};
 
 #[test]

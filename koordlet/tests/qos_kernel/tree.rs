@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use koordlet::qos::CgroupWrite;
-use koordlet::qos::cpu_suppress::CgroupState;
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::CgroupWrite;
+use koordlet_core::strategies::cpu_suppress::CgroupState;
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 /// CPU-measuring tests never overlap.
 pub static CPU_LOCK: Mutex<()> = Mutex::new(());

@@ -172,7 +172,7 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qos::QosClass;
+    use crate::strategies::QosClass;
 
     const GI: u64 = 1 << 30;
 

@@ -15,9 +15,89 @@
 //! can never make a path leave the tree.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use super::{CgroupDir, CgroupLayout, Subsystem, SystemError};
+use koord_api::nodeslo::{CgroupBaseType, HostApplicationSpec};
+
+use crate::error::NameError;
+
+/// A cgroup directory relative to the cgroup root (and to the controller directory on v1),
+/// e.g. `kubepods/besteffort/pod<uid>`. Always relative and free of `..`, so it cannot leave
+/// the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CgroupDir(PathBuf);
+
+impl CgroupDir {
+    /// Validates a relative cgroup path (`""` is the root cgroup).
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, NameError> {
+        let path = path.as_ref();
+        let mut clean = PathBuf::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(part) => clean.push(part),
+                Component::CurDir => {}
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                    return Err(NameError {
+                        what: "cgroup path",
+                        value: path.display().to_string().chars().take(80).collect(),
+                        reason: "must be relative and must not contain `..`",
+                    });
+                }
+            }
+        }
+        Ok(Self(clean))
+    }
+
+    /// The root cgroup.
+    pub fn root() -> Self {
+        Self(PathBuf::new())
+    }
+
+    /// For paths built from validated parts only.
+    pub(crate) fn trusted(path: PathBuf) -> Self {
+        Self(path)
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn join_trusted(&self, name: &str) -> Self {
+        Self(self.0.join(name))
+    }
+
+    /// A child directory; `name` is validated like [`CgroupDir::new`].
+    pub fn join(&self, name: impl AsRef<Path>) -> Result<Self, NameError> {
+        Ok(Self(self.0.join(CgroupDir::new(name)?.0)))
+    }
+
+    /// The parent directory (`None` for the root).
+    pub fn parent(&self) -> Option<CgroupDir> {
+        if self.0.as_os_str().is_empty() {
+            None
+        } else {
+            Some(Self(self.0.parent().map(Path::to_path_buf).unwrap_or_default()))
+        }
+    }
+
+    /// Number of components (0 for the root); the executor orders writes by it.
+    pub fn depth(&self) -> usize {
+        self.0.components().count()
+    }
+
+    /// The relative path.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+
+    /// True when `self` is `other` or below it.
+    pub fn starts_with(&self, other: &CgroupDir) -> bool {
+        self.0.starts_with(&other.0)
+    }
+}
+
+impl std::fmt::Display for CgroupDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.display())
+    }
+}
 
 /// The kubelet's cgroup driver: it decides the directory names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,22 +109,6 @@ pub enum CgroupDriver {
 }
 
 impl CgroupDriver {
-    /// Looks for the kubepods directory below `parent` in the cpu hierarchy (the root on v2):
-    /// `kubepods.slice` means systemd, `kubepods` cgroupfs. `None` when neither exists yet (no
-    /// pod ever started); the caller then uses its flag or asks the kubelet.
-    pub fn detect(cgroup_root: &Path, layout: &CgroupLayout, parent: &Path) -> Option<CgroupDriver> {
-        let base = cgroup_root
-            .join(layout.subsystem_dir(Subsystem::Cpu)?)
-            .join(parent);
-        if base.join("kubepods.slice").is_dir() {
-            Some(CgroupDriver::Systemd)
-        } else if base.join("kubepods").is_dir() {
-            Some(CgroupDriver::Cgroupfs)
-        } else {
-            None
-        }
-    }
-
     /// Parses the `--cgroup-driver` flag value.
     pub fn parse(text: &str) -> Option<CgroupDriver> {
         match text {
@@ -99,7 +163,7 @@ pub struct PodUid(String);
 
 impl PodUid {
     /// Validates a pod UID (`metadata.uid`, or a static pod's hash).
-    pub fn new(uid: &str) -> Result<Self, SystemError> {
+    pub fn new(uid: &str) -> Result<Self, NameError> {
         check_name("pod uid", uid, |c| {
             c.is_ascii_alphanumeric() || c == '-' || c == '_'
         })?;
@@ -162,8 +226,8 @@ pub struct ContainerId {
 impl ContainerId {
     /// Parses `containerd://<id>`, `docker://<id>`, `cri-o://<id>` or `pouch://<id>`; the id
     /// must be letters and digits (runtimes use 64 hex digits).
-    pub fn parse(text: &str) -> Result<Self, SystemError> {
-        let bad = |reason| SystemError::InvalidName {
+    pub fn parse(text: &str) -> Result<Self, NameError> {
+        let bad = |reason| NameError {
             what: "container id",
             value: truncate(text),
             reason,
@@ -203,7 +267,7 @@ fn truncate(text: &str) -> String {
     text.chars().take(80).collect()
 }
 
-fn check_name(what: &'static str, value: &str, allowed: impl Fn(char) -> bool) -> Result<(), SystemError> {
+fn check_name(what: &'static str, value: &str, allowed: impl Fn(char) -> bool) -> Result<(), NameError> {
     let reason = if value.is_empty() {
         Some("empty")
     } else if value.len() > 128 {
@@ -214,7 +278,7 @@ fn check_name(what: &'static str, value: &str, allowed: impl Fn(char) -> bool) -
         None
     };
     match reason {
-        Some(reason) => Err(SystemError::InvalidName {
+        Some(reason) => Err(NameError {
             what,
             value: truncate(value),
             reason,
@@ -243,7 +307,7 @@ impl KubeCgroupPaths {
     }
 
     /// Paths for `driver` below `parent` (must be a safe relative path).
-    pub fn with_parent(driver: CgroupDriver, parent: &Path) -> Result<Self, SystemError> {
+    pub fn with_parent(driver: CgroupDriver, parent: &Path) -> Result<Self, NameError> {
         let parent = CgroupDir::new(parent)?;
         Ok(Self {
             driver,
@@ -308,6 +372,36 @@ impl KubeCgroupPaths {
         };
         PodUid::new(&uid).ok()
     }
+}
+
+/// A host application's cgroup: its base (`CgroupRoot` by default, `Kubepods`,
+/// `KubepodsBurstable`, `KubepodsBesteffort` for the kubelet driver in use) joined with
+/// `parentDir` and `relativePath`. `None` without a cgroup path or with an invalid one.
+pub fn host_app_dir(app: &HostApplicationSpec, paths: &KubeCgroupPaths) -> Option<CgroupDir> {
+    let cg = app.cgroup_path.as_ref()?;
+    let base = match cg.base.unwrap_or(CgroupBaseType::CgroupRoot) {
+        CgroupBaseType::CgroupRoot => CgroupDir::root(),
+        CgroupBaseType::Kubepods => paths.kubepods_dir(),
+        CgroupBaseType::KubepodsBurstable => paths.qos_dir(KubeQosClass::Burstable),
+        CgroupBaseType::KubepodsBesteffort => paths.qos_dir(KubeQosClass::BestEffort),
+    };
+    let mut dir = base;
+    for part in [cg.parent_dir.as_deref(), cg.relative_path.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(|p| p.trim_matches('/'))
+        .filter(|p| !p.is_empty())
+    {
+        dir = dir.join(part).ok()?;
+    }
+    (dir != CgroupDir::root()).then_some(dir)
+}
+
+/// Whether a host application counts as BE for suppress: QoS `BE` and its cgroup under the
+/// besteffort QoS dir (upstream's `NonBEHostAppFilter`, negated).
+pub fn host_app_is_be(app: &HostApplicationSpec) -> bool {
+    app.qos.as_deref() == Some("BE")
+        && app.cgroup_path.as_ref().and_then(|c| c.base) == Some(CgroupBaseType::KubepodsBesteffort)
 }
 
 #[cfg(test)]
@@ -420,22 +514,5 @@ mod tests {
         }
         assert!(KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new("../etc")).is_err());
         assert!(KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new("/etc")).is_err());
-    }
-
-    #[test]
-    fn driver_detection_looks_below_the_parent() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = CgroupLayout::v1();
-        assert_eq!(CgroupDriver::detect(dir.path(), &layout, Path::new("")), None);
-        std::fs::create_dir_all(dir.path().join("cpu/kubepods/burstable")).unwrap();
-        assert_eq!(
-            CgroupDriver::detect(dir.path(), &layout, Path::new("")),
-            Some(CgroupDriver::Cgroupfs)
-        );
-        std::fs::create_dir_all(dir.path().join("kubepods.slice")).unwrap();
-        assert_eq!(
-            CgroupDriver::detect(dir.path(), &CgroupLayout::v2(), Path::new("")),
-            Some(CgroupDriver::Systemd)
-        );
     }
 }

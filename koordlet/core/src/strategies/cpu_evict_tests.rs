@@ -1,5 +1,5 @@
 use super::*;
-use crate::qos::QosClass;
+use crate::strategies::QosClass;
 
 fn strategy(lower: i64, upper: i64, window: i64) -> ResourceThresholdStrategy {
     ResourceThresholdStrategy {

@@ -22,9 +22,9 @@ use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{error, info, warn};
 
-use super::eviction::EvictionPick;
 use crate::states::PodMeta;
 use crate::telemetry::Telemetry;
+use koordlet_core::strategies::eviction::EvictionPick;
 
 /// Event reason of an accepted eviction (upstream's).
 pub const EVENT_SUCCESS: &str = "evictPodSuccess";

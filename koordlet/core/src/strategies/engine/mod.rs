@@ -32,9 +32,9 @@ use super::cpuset::{CpuInfo, CpuList};
 use super::eviction::EvictionPick;
 use super::memory_evict::{self, MemoryEvictPlan};
 use super::{CFS_PERIOD_US, CgroupWrite};
+use crate::KubeCgroupPaths;
 use crate::features::FeatureGates;
-use crate::states::PodMeta;
-use crate::system::KubeCgroupPaths;
+use crate::pod::PodMeta;
 
 /// Latest usage of one pod.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -474,7 +474,7 @@ pub fn cpuset_scope(input: &EngineInput<'_>) -> super::fast_suppress::CpusetScop
         .and_then(|s| s.host_applications.as_deref())
         .unwrap_or(&[])
         .iter()
-        .filter_map(|a| crate::gather::host_app_dir(a, input.paths))
+        .filter_map(|a| crate::paths::host_app_dir(a, input.paths))
         .filter(|d| !d.starts_with(&kubepods))
         .map(|d| d.to_string())
         .collect();

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::ParseError;
+use crate::error::ParseError;
 
 /// More CPUs than any machine has: an id beyond this is garbage, refused before it costs memory.
 pub const MAX_CPUS: u32 = 65_536;

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The crate's CPU set (one type for the system layer and the strategies).
-pub use crate::system::CpuSet as CpuList;
+pub use crate::CpuSet as CpuList;
 
 /// Where one logical CPU sits: its physical core, socket and NUMA node (from `lscpu -e` or sysfs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

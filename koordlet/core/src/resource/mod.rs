@@ -21,11 +21,55 @@ use std::fmt;
 mod codec;
 
 pub use codec::{
-    DomainError, decode, encode, milli_cpu_to_quota, milli_cpu_to_shares, shares_to_weight, validate,
-    weight_to_shares,
+    DomainError, decode, encode, milli_cpu_to_quota, milli_cpu_to_shares, scan_flat_keyed, shares_to_weight,
+    validate, weight_to_shares,
 };
 
-use super::{CpuSet, Subsystem};
+use crate::cpuset::CpuSet;
+
+/// A v1 controller koordlet touches (plus the hybrid unified mount).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subsystem {
+    /// `cpu`: shares, CFS quota/period/burst, idle, throttling stats.
+    Cpu,
+    /// `cpuacct`: usage counters (and PSI on Anolis kernels).
+    CpuAcct,
+    /// `cpuset`: cpus.
+    CpuSet,
+    /// `memory`: limits, usage, stat.
+    Memory,
+    /// `blkio`.
+    Blkio,
+    /// `pids`.
+    Pids,
+    /// The cgroup2 mount of a hybrid host (PSI files only).
+    Unified,
+}
+
+impl Subsystem {
+    /// The controller's name in the mount options and the conventional directory name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subsystem::Cpu => "cpu",
+            Subsystem::CpuAcct => "cpuacct",
+            Subsystem::CpuSet => "cpuset",
+            Subsystem::Memory => "memory",
+            Subsystem::Blkio => "blkio",
+            Subsystem::Pids => "pids",
+            Subsystem::Unified => "unified",
+        }
+    }
+
+    /// Every v1 controller koordlet mounts or probes.
+    pub const CONTROLLERS: [Subsystem; 6] = [
+        Subsystem::Cpu,
+        Subsystem::CpuAcct,
+        Subsystem::CpuSet,
+        Subsystem::Memory,
+        Subsystem::Blkio,
+        Subsystem::Pids,
+    ];
+}
 
 /// The cgroup version a file is encoded for (hybrid hosts use [`CgroupVersion::V1`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,7 +113,7 @@ pub enum Domain {
     /// A CPU list.
     Cpus,
     /// A statistics file (key/value lines or pressure lines): read with the typed readers in
-    /// [`super::cgroup_stats`] and [`super::psi`], never written.
+    /// the agent's statistics readers, never written.
     Stat,
 }
 

@@ -1,7 +1,8 @@
 //! Validation and the v1 <-> v2 text conversions of the resource table.
 
 use super::{CgroupResource, CgroupValue, CgroupVersion, Codec, Domain, V1_MEMORY_UNLIMITED_FLOOR};
-use crate::system::{CpuSet, ParseError};
+use crate::cpuset::CpuSet;
+use crate::error::ParseError;
 
 /// Why a value was refused by [`validate`] or [`encode`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,7 +137,7 @@ pub fn decode(
             ));
         }
         (Codec::CpuUsage, CgroupVersion::V2) => {
-            let [usec] = crate::system::cgroup_stats::scan_flat_keyed(text, &["usage_usec"]);
+            let [usec] = scan_flat_keyed(text, &["usage_usec"]);
             let usec = usec.ok_or_else(|| ParseError::new("cpu.stat", "no usage_usec"))?;
             i64::try_from(usec.saturating_mul(1000)).unwrap_or(i64::MAX)
         }
@@ -169,10 +170,29 @@ fn parse_int_or_max(text: &str, what: &'static str) -> Result<i64, ParseError> {
     })
 }
 
+/// Looks up `keys` in a flat keyed file in one pass without allocating: `found[i]` is the
+/// value of the last well-formed `<keys[i]> <u64>` line. Lines are judged as in
+/// [`parse_flat_keyed`].
+pub fn scan_flat_keyed<const N: usize>(text: &str, keys: &[&str; N]) -> [Option<u64>; N] {
+    let mut found = [None; N];
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(key), Some(value), None) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        if let Some(index) = keys.iter().position(|wanted| *wanted == key)
+            && let Ok(value) = value.parse::<u64>()
+        {
+            found[index] = Some(value);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::resource::{DEFAULT_CFS_PERIOD_US, MAX_CFS_QUOTA_US, R};
+    use crate::resource::{DEFAULT_CFS_PERIOD_US, MAX_CFS_QUOTA_US, R};
     use CgroupVersion::{V1, V2};
 
     #[test]

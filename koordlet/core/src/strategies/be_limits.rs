@@ -35,10 +35,9 @@ use koord_api::resources::{ContainerAmounts, container_amounts};
 use serde::Serialize;
 
 use super::{CFS_PERIOD_US, CgroupWrite};
-use crate::executor;
-use crate::states::PodMeta;
-use crate::system::resource::{milli_cpu_to_quota, milli_cpu_to_shares};
-use crate::system::{KubeCgroupPaths, PodUid};
+use crate::pod::PodMeta;
+use crate::resource::{milli_cpu_to_quota, milli_cpu_to_shares};
+use crate::{KubeCgroupPaths, PodUid};
 
 /// The strategy name in plans, audit lines and metrics.
 pub const STRATEGY: &str = "be_limits";
@@ -226,7 +225,7 @@ pub struct PodLimitsDecision {
     pub writes: Vec<CgroupWrite>,
     /// The same writes converted for the executor once (writes that do not convert are left
     /// out, as the live loop always did).
-    pub executor_writes: Vec<executor::CgroupWrite>,
+    pub executor_writes: Vec<crate::write::CgroupWrite>,
 }
 
 impl PodDecision {
@@ -254,7 +253,7 @@ impl BeLimitsRound {
     }
 
     /// The writes for the executor, in plan order (pod, then its containers; pod by pod).
-    pub fn executor_writes(&self) -> impl Iterator<Item = &executor::CgroupWrite> {
+    pub fn executor_writes(&self) -> impl Iterator<Item = &crate::write::CgroupWrite> {
         self.decisions()
             .filter_map(|d| d.outcome.as_ref().ok())
             .flat_map(|d| d.executor_writes.iter())
@@ -418,7 +417,7 @@ impl BeLimitsCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::CgroupDriver;
+    use crate::CgroupDriver;
     use k8s_openapi::api::core::v1::Pod;
 
     fn pod(uid: &str, batch_cpu_limit: &str, phase: &str) -> PodMeta {

@@ -6,13 +6,13 @@ use koord_api::resources::container_amounts;
 use koord_api::{QoSClass, names};
 
 use super::EngineInput;
-use crate::qos::cpu_burst::{BurstContainer, BurstParams, BurstPod, SharePool};
-use crate::qos::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage};
-use crate::qos::cpuset::{CpuInfo, CpuList};
-use crate::qos::eviction::EvictCandidate;
-use crate::qos::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, QosClass};
-use crate::states::PodMeta;
-use crate::system::{KubeCgroupPaths, KubeQosClass};
+use crate::pod::PodMeta;
+use crate::strategies::cpu_burst::{BurstContainer, BurstParams, BurstPod, SharePool};
+use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage};
+use crate::strategies::cpuset::{CpuInfo, CpuList};
+use crate::strategies::eviction::EvictCandidate;
+use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, QosClass};
+use crate::{KubeCgroupPaths, KubeQosClass};
 
 /// The node's CPU and memory as the strategies need them.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::{KubeQoSClass, PriorityClass, QoSClass, priority, qos};
 
-use crate::system::CgroupDir;
-use crate::system::{ContainerId, KubeCgroupPaths, KubeQosClass, PodUid};
+use crate::CgroupDir;
+use crate::{ContainerId, KubeCgroupPaths, KubeQosClass, PodUid};
 
 /// One running container of a pod with the cgroup-safe ID its status reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,6 @@ pub mod cpu_suppress;
 pub mod cpuset;
 pub mod engine;
 pub mod eviction;
-pub mod evictor;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
@@ -31,8 +30,7 @@ pub mod fast_suppress;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::executor;
-use crate::system::{CgroupDir, CgroupResource, CgroupValue, CpuSet, ParseError, SystemError};
+use crate::{CgroupDir, CgroupResource, CgroupValue, CpuSet, NameError, ParseError};
 
 /// The CFS period the kubelet uses (100 ms): every quota here is relative to it.
 pub const CFS_PERIOD_US: i64 = 100_000;
@@ -89,13 +87,13 @@ pub enum PlanWriteError {
     },
     /// The directory is not a valid relative cgroup path.
     #[error(transparent)]
-    BadDir(#[from] SystemError),
+    BadDir(#[from] NameError),
 }
 
 impl CgroupWrite {
     /// The executor's form of this write: the plan's JSON form (`cgroup`/`file`/`value` strings,
     /// as `koordlet plan` prints it) converted to typed resource and value.
-    pub fn to_executor(&self) -> Result<executor::CgroupWrite, PlanWriteError> {
+    pub fn to_executor(&self) -> Result<crate::write::CgroupWrite, PlanWriteError> {
         let resource = CgroupResource::from_name(self.file)
             .ok_or_else(|| PlanWriteError::UnknownFile(self.file.into()))?;
         let value = if resource == CgroupResource::CpusetCpus {
@@ -113,7 +111,7 @@ impl CgroupWrite {
                 }
             })?)
         };
-        Ok(executor::CgroupWrite {
+        Ok(crate::write::CgroupWrite {
             cgroup: CgroupDir::new(&self.cgroup)?,
             resource,
             value,

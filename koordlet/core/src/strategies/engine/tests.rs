@@ -4,8 +4,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::qos::{FILE_CFS_BURST, FILE_CFS_QUOTA};
-use crate::system::CgroupDriver;
+use crate::CgroupDriver;
+use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA};
 
 const GI: u64 = 1 << 30;
 
