@@ -208,13 +208,12 @@ fn run(pods_n: usize, uncached: bool) {
         // every 60 rounds, as it would live.
         let at = start + Duration::from_secs(round as u64);
         if uncached {
-            // The path before the cache: decided from scratch, converted, applied owned.
+            // Without the cache: decided from scratch every round, applied owned.
             let plan = be_limits::decide(&snapshot.pods, &paths, BeLimitsSettings::default());
-            let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
-            executor.apply(writes, at);
+            executor.apply(plan.writes, at);
         } else {
             let decided = cache.decide(&snapshot.pods, &paths, BeLimitsSettings::default());
-            executor.apply_refs(decided.executor_writes(), at);
+            executor.apply_refs(decided.writes(), at);
         }
         let c2 = thread_cpu_ns();
         cpu_collect.push(c1 - c0);

@@ -235,25 +235,23 @@ impl QosLoop {
             }
         }
         // Apply in plan order, one executor call per run of writes from the same strategy:
-        // be_limits first (kept in executor form between rounds), then the rest.
-        if let Some(round) = &plan.be_limits_writes
+        // be_limits first (its writes shared with the cache between rounds), then the rest.
+        if let Some(round) = &plan.be_limits_round
             && !round.has_no_writes()
         {
-            let report = self.executor.apply_refs(round.executor_writes(), Instant::now());
+            let report = self.executor.apply_refs(round.writes(), Instant::now());
             self.telemetry.record_apply(be_limits::STRATEGY, &report);
         }
         let mut start = 0;
         while start < plan.writes.len() {
-            let strategy = plan.writes[start].strategy;
+            let strategy = &plan.writes[start].strategy;
             let end = plan.writes[start..]
                 .iter()
-                .position(|w| w.strategy != strategy)
+                .position(|w| w.strategy != *strategy)
                 .map_or(plan.writes.len(), |n| start + n);
-            let writes: Vec<_> = plan.writes[start..end]
-                .iter()
-                .filter_map(|w| w.to_executor().ok())
-                .collect();
-            let report = self.executor.apply(writes, Instant::now());
+            let report = self
+                .executor
+                .apply_refs(plan.writes[start..end].iter(), Instant::now());
             self.telemetry.record_apply(strategy, &report);
             start = end;
         }

@@ -35,8 +35,6 @@ use crate::system::{
 };
 use crate::telemetry::Telemetry;
 use koordlet_core::features::FeatureGates;
-use koordlet_core::strategies::CgroupWrite as PlanWrite;
-use koordlet_core::strategies::FILE_CFS_QUOTA;
 use koordlet_core::strategies::cpu_suppress::STRATEGY;
 use koordlet_core::strategies::cpuset::CpuList;
 use koordlet_core::strategies::fast_suppress::{
@@ -475,7 +473,13 @@ impl SuppressLoop {
             }
             Mode::Quota => {
                 // The quota is the fast path's; take only the cpuset restore.
-                let out = self.apply_plan(now, strategy, node, |w| w.file != FILE_CFS_QUOTA, "restore");
+                let out = self.apply_plan(
+                    now,
+                    strategy,
+                    node,
+                    |w| w.resource != CgroupResource::CpuCfsQuota,
+                    "restore",
+                );
                 if out != TickOutcome::Idle {
                     self.settled = Some(Mode::Quota);
                 }
@@ -501,7 +505,7 @@ impl SuppressLoop {
         now: Instant,
         strategy: Option<&ResourceThresholdStrategy>,
         node: NodeCpu,
-        keep: impl Fn(&PlanWrite) -> bool,
+        keep: impl Fn(&CgroupWrite) -> bool,
         direction: &str,
     ) -> TickOutcome {
         let Some(scope) = self.scope.clone() else {
@@ -509,9 +513,7 @@ impl SuppressLoop {
         };
         let mut be = scope.be.clone();
         be.besteffort.cfs_quota_us = self.current_quota();
-        be.besteffort.cpuset = CgroupDir::new(&be.besteffort.dir)
-            .ok()
-            .and_then(|d| self.cgroups.cpuset_cpus(&d).ok());
+        be.besteffort.cpuset = self.cgroups.cpuset_cpus(&be.besteffort.dir).ok();
         let plan = self.fast.full_plan(strategy, node, &be, &scope.pools);
         if !plan.reason.is_empty() {
             warn!(strategy = STRATEGY, reason = %plan.reason, "cpu suppress: plan incomplete");
@@ -521,16 +523,12 @@ impl SuppressLoop {
         let mut be_quota = None;
         for w in plan.writes.iter().filter(|w| keep(w)) {
             if w.cgroup == be.besteffort.dir {
-                if w.file == FILE_CFS_QUOTA {
-                    be_quota = w.value.trim().parse::<i64>().ok();
-                } else {
-                    be_cpus = CpuList::parse(&w.value).ok().map(|c| c.len());
+                match &w.value {
+                    CgroupValue::Int(q) => be_quota = Some(*q),
+                    CgroupValue::Cpus(c) => be_cpus = Some(c.len()),
                 }
             }
-            match w.to_executor() {
-                Ok(x) => writes.push(x),
-                Err(e) => warn!(strategy = STRATEGY, error = %e, "cpu suppress: bad plan write"),
-            }
+            writes.push(w.clone());
         }
         let report = self.apply(writes, now, direction, "BE cpuset/quota write failed");
         if !report.errors.is_empty() {
@@ -576,7 +574,7 @@ impl SuppressLoop {
             cgroup: self.config.besteffort.clone(),
             resource: CgroupResource::CpuCfsQuota,
             value: CgroupValue::Int(quota_us),
-            strategy: STRATEGY.to_owned(),
+            strategy: STRATEGY.into(),
         };
         let report = self.apply(vec![write], now, direction, "besteffort quota write failed");
         if report.errors.is_empty() {

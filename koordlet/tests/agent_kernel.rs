@@ -231,7 +231,7 @@ fn be_limits_throttle_a_busy_pod_to_its_batch_cpu_limit() {
     tree.spawn_burner();
     let free = tree.measure(Duration::from_secs(2));
     let plan = be_limits::decide(&[be_pod("500")], &tree.paths(), BeLimitsSettings::default());
-    let writes: Vec<_> = plan.writes.iter().map(|w| w.to_executor().unwrap()).collect();
+    let writes: Vec<_> = plan.writes.clone();
     let report = Executor::new(cgroups, ExecutorConfig::default()).apply(writes, Instant::now());
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     std::thread::sleep(Duration::from_millis(300));

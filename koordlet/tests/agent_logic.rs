@@ -81,10 +81,10 @@ proptest::proptest! {
 fn value_of(plan: &be_limits::BeLimitsPlan, dir: &str, file: &str) -> String {
     plan.writes
         .iter()
-        .find(|w| w.cgroup == dir && w.file == file)
+        .find(|w| w.cgroup.to_string() == dir && w.file() == file)
         .unwrap_or_else(|| panic!("no write {dir} {file}: {:?}", plan.writes))
         .value
-        .clone()
+        .to_string()
 }
 
 #[test]
@@ -132,8 +132,8 @@ fn be_limits_pod_and_container_values() {
     assert!(
         plan.writes
             .iter()
-            .filter(|w| w.file == "cpu.cfs_quota_us")
-            .all(|w| w.value == "-1")
+            .filter(|w| w.file() == "cpu.cfs_quota_us")
+            .all(|w| w.value.as_int() == Some(-1))
     );
 
     // Systemd paths.
@@ -142,7 +142,7 @@ fn be_limits_pod_and_container_values() {
         &KubeCgroupPaths::new(CgroupDriver::Systemd),
         BeLimitsSettings::default(),
     );
-    assert!(plan.writes.iter().any(|w| w.cgroup
+    assert!(plan.writes.iter().any(|w| w.cgroup.to_string()
         == "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podaaaaaaaa_0000_0000_0000_000000000001.slice/cri-containerd-c1.scope"));
 }
 
@@ -237,7 +237,7 @@ fn cached_be_limits_are_refreshed_and_follow_pod_changes() {
     let mut pods = be("500");
     let mut round = |pods: &[koordlet::states::PodMeta], at: u64| {
         let decided = cache.decide(pods, &host.paths, settings);
-        let report = executor.apply_refs(decided.executor_writes(), t0 + Duration::from_secs(at));
+        let report = executor.apply_refs(decided.writes(), t0 + Duration::from_secs(at));
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         report
     };
@@ -281,7 +281,7 @@ fn be_limits_applied_on_v1_and_v2_trees() {
         )]);
         let cgroups = Arc::new(Cgroups::detect(&host.roots).unwrap());
         let plan = be_limits::decide(&pods, &host.paths, BeLimitsSettings::default());
-        let writes: Vec<_> = plan.writes.iter().map(|w| w.to_executor().unwrap()).collect();
+        let writes: Vec<_> = plan.writes.clone();
         let mut executor = koordlet::executor::Executor::new(cgroups, Default::default());
         let report = executor.apply(writes, std::time::Instant::now());
         assert!(report.errors.is_empty(), "{version:?}: {:?}", report.errors);

@@ -8,6 +8,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
+use koordlet_core::CgroupDir;
 use koordlet_core::strategies::QosClass;
 use koordlet_core::strategies::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
@@ -59,20 +60,20 @@ fn decision_time_by_pod_count() {
             .collect();
         let be_tree = BeCgroups {
             besteffort: CgroupState {
-                dir: "kubepods/besteffort".into(),
+                dir: CgroupDir::new("kubepods/besteffort").unwrap(),
                 cfs_quota_us: Some(-1),
                 cpuset: Some(CpuList::from_cpus(0..96)),
             },
             pods: (0..pods / 2)
                 .map(|i| BePodCgroups {
                     pod: CgroupState {
-                        dir: format!("kubepods/besteffort/pod{i}"),
+                        dir: CgroupDir::new(format!("kubepods/besteffort/pod{i}")).unwrap(),
                         cfs_quota_us: None,
                         cpuset: Some(CpuList::from_cpus(0..96)),
                     },
                     containers: (0..3)
                         .map(|c| CgroupState {
-                            dir: format!("kubepods/besteffort/pod{i}/c{c}"),
+                            dir: CgroupDir::new(format!("kubepods/besteffort/pod{i}/c{c}")).unwrap(),
                             cfs_quota_us: None,
                             cpuset: Some(CpuList::from_cpus(0..96)),
                         })
@@ -111,7 +112,7 @@ fn decision_time_by_pod_count() {
                 name: format!("p{i}"),
                 qos: QosClass::Ls,
                 active: true,
-                cgroup: format!("kubepods/burstable/pod{i}"),
+                cgroup: CgroupDir::new(format!("kubepods/burstable/pod{i}")).unwrap(),
                 cfs_quota_us: Some(600_000),
                 cfs_burst_us: Some(0),
                 config: BurstParams {
@@ -124,7 +125,7 @@ fn decision_time_by_pod_count() {
                 containers: (0..3)
                     .map(|c| BurstContainer {
                         id: format!("p{i}c{c}"),
-                        cgroup: format!("kubepods/burstable/pod{i}/c{c}"),
+                        cgroup: CgroupDir::new(format!("kubepods/burstable/pod{i}/c{c}")).unwrap(),
                         cpu_limit_milli: Some(2000),
                         cfs_quota_us: Some(200_000),
                         cfs_burst_us: Some(0),

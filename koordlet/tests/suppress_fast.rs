@@ -421,7 +421,7 @@ fn cpuset_tree() -> Option<(TestTree, u32, Vec<u32>)> {
 /// What the QoS round would publish for this tree; BE never below one CPU here.
 fn cpuset_scope(tree: &TestTree) -> Arc<CpusetScope> {
     let dir = |rel: &str| CgroupState {
-        dir: tree.rel(rel),
+        dir: koordlet::system::CgroupDir::new(tree.rel(rel)).unwrap(),
         ..Default::default()
     };
     Arc::new(CpusetScope {

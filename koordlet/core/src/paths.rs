@@ -23,8 +23,8 @@ use crate::error::NameError;
 
 /// A cgroup directory relative to the cgroup root (and to the controller directory on v1),
 /// e.g. `kubepods/besteffort/pod<uid>`. Always relative and free of `..`, so it cannot leave
-/// the tree.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// the tree. The default is the root cgroup.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CgroupDir(PathBuf);
 
 impl CgroupDir {

@@ -285,7 +285,7 @@ impl Executor {
             resource: write.resource,
             old: prepared.old,
             new: prepared.new,
-            strategy: write.strategy,
+            strategy: write.strategy.into_owned(),
             intermediate,
         });
     }

@@ -237,7 +237,7 @@ fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
             .to_owned()
     };
     let state = |d: &str| CgroupState {
-        dir: d.to_owned(),
+        dir: CgroupDir::new(d).unwrap(),
         ..Default::default()
     };
     let scope = CpusetScope {

@@ -251,7 +251,7 @@ fn burst_values_are_accepted_by_the_kernel() {
             name: "p".into(),
             qos: QosClass::Ls,
             active: true,
-            cgroup: tree.rel("pod"),
+            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
             cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
             config: BurstParams {
@@ -263,7 +263,7 @@ fn burst_values_are_accepted_by_the_kernel() {
             config_source: "node".into(),
             containers: vec![BurstContainer {
                 id: "c1".into(),
-                cgroup: tree.rel("pod/c1"),
+                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
                 cpu_limit_milli: Some(2000),
                 cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
                 cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),
@@ -321,11 +321,7 @@ fn suppress_and_burst_plans_through_the_executor() {
     }
     let mut exec = Executor::new(Arc::new(cgroups), ExecutorConfig::default());
     let run = |exec: &mut Executor, writes: &[CgroupWrite]| {
-        let typed: Vec<_> = writes
-            .iter()
-            .map(|w| w.to_executor().expect("typed write"))
-            .collect();
-        let report = exec.apply(typed, Instant::now());
+        let report = exec.apply_refs(writes, Instant::now());
         assert!(report.errors.is_empty(), "executor errors: {:?}", report.errors);
     };
 
@@ -371,7 +367,7 @@ fn suppress_and_burst_plans_through_the_executor() {
             name: "p".into(),
             qos: QosClass::Ls,
             active: true,
-            cgroup: tree.rel("pod"),
+            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
             cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
             config: BurstParams {
@@ -383,7 +379,7 @@ fn suppress_and_burst_plans_through_the_executor() {
             config_source: "node".into(),
             containers: vec![BurstContainer {
                 id: "c1".into(),
-                cgroup: tree.rel("pod/c1"),
+                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
                 cpu_limit_milli: Some(1000),
                 cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
                 cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),

@@ -89,6 +89,24 @@ pub enum CgroupValue {
     Cpus(CpuSet),
 }
 
+impl CgroupValue {
+    /// The integer, for integer files.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            CgroupValue::Int(v) => Some(*v),
+            CgroupValue::Cpus(_) => None,
+        }
+    }
+
+    /// The CPU list, for `cpuset.cpus`.
+    pub fn as_cpus(&self) -> Option<&CpuSet> {
+        match self {
+            CgroupValue::Int(_) => None,
+            CgroupValue::Cpus(c) => Some(c),
+        }
+    }
+}
+
 impl fmt::Display for CgroupValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -37,13 +37,10 @@ use serde::Serialize;
 use super::{CFS_PERIOD_US, CgroupWrite};
 use crate::pod::PodMeta;
 use crate::resource::{milli_cpu_to_quota, milli_cpu_to_shares};
-use crate::{KubeCgroupPaths, PodUid};
+use crate::{CgroupDir, CgroupResource, KubeCgroupPaths, PodUid};
 
 /// The strategy name in plans, audit lines and metrics.
 pub const STRATEGY: &str = "be_limits";
-const FILE_SHARES: &str = "cpu.shares";
-const FILE_QUOTA: &str = "cpu.cfs_quota_us";
-const FILE_MEMORY: &str = "memory.limit_in_bytes";
 
 /// Inputs besides the pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -136,10 +133,25 @@ fn pod_limits(containers: &[ContainerAmounts], settings: BeLimitsSettings) -> Li
     }
 }
 
-fn push_writes(writes: &mut Vec<CgroupWrite>, dir: &str, limits: Limits) {
-    writes.push(CgroupWrite::new(dir, FILE_SHARES, limits.shares, STRATEGY));
-    writes.push(CgroupWrite::new(dir, FILE_QUOTA, limits.quota, STRATEGY));
-    writes.push(CgroupWrite::new(dir, FILE_MEMORY, limits.memory, STRATEGY));
+fn push_writes(writes: &mut Vec<CgroupWrite>, dir: &CgroupDir, limits: Limits) {
+    writes.push(CgroupWrite::int(
+        dir,
+        CgroupResource::CpuShares,
+        limits.shares,
+        STRATEGY,
+    ));
+    writes.push(CgroupWrite::int(
+        dir,
+        CgroupResource::CpuCfsQuota,
+        limits.quota,
+        STRATEGY,
+    ));
+    writes.push(CgroupWrite::int(
+        dir,
+        CgroupResource::MemoryLimit,
+        limits.memory,
+        STRATEGY,
+    ));
 }
 
 fn spec_containers(meta: &PodMeta) -> &[Container] {
@@ -175,14 +187,10 @@ fn decide_pod(
     let pod = pod_limits(&amounts, settings);
     let mut writes = Vec::with_capacity(3 * (1 + amounts.len()));
     let pod_dir = meta.cgroup_dir(paths);
-    push_writes(&mut writes, &pod_dir.as_path().to_string_lossy(), pod);
+    push_writes(&mut writes, &pod_dir, pod);
     for (container, amount) in meta.containers.iter().zip(&amounts) {
         if let Some(dir) = meta.container_dir(paths, container) {
-            push_writes(
-                &mut writes,
-                &dir.as_path().to_string_lossy(),
-                container_limits(amount, settings),
-            );
+            push_writes(&mut writes, &dir, container_limits(amount, settings));
         }
     }
     let limits = BePodLimits {
@@ -221,20 +229,14 @@ pub struct PodDecision {
 pub struct PodLimitsDecision {
     /// The pod-level numbers (the plan's `pods[]` entry).
     pub limits: BePodLimits,
-    /// The writes as [`decide`] lists them (v1 names, values as strings).
+    /// The writes as [`decide`] lists them; the executor applies them borrowed.
     pub writes: Vec<CgroupWrite>,
-    /// The same writes converted for the executor once (writes that do not convert are left
-    /// out, as the live loop always did).
-    pub executor_writes: Vec<crate::write::CgroupWrite>,
 }
 
 impl PodDecision {
     fn compute(meta: &PodMeta, paths: &KubeCgroupPaths, settings: BeLimitsSettings) -> Self {
-        let outcome = decide_pod(meta, paths, settings).map(|(limits, writes)| PodLimitsDecision {
-            limits,
-            executor_writes: writes.iter().filter_map(|w| w.to_executor().ok()).collect(),
-            writes,
-        });
+        let outcome =
+            decide_pod(meta, paths, settings).map(|(limits, writes)| PodLimitsDecision { limits, writes });
         PodDecision { outcome }
     }
 }
@@ -252,16 +254,17 @@ impl BeLimitsRound {
         self.pods.iter().map(|d| d.as_ref())
     }
 
-    /// The writes for the executor, in plan order (pod, then its containers; pod by pod).
-    pub fn executor_writes(&self) -> impl Iterator<Item = &crate::write::CgroupWrite> {
+    /// The writes, borrowed from the cache, in plan order (pod, then its containers; pod by
+    /// pod).
+    pub fn writes(&self) -> impl Iterator<Item = &CgroupWrite> {
         self.decisions()
             .filter_map(|d| d.outcome.as_ref().ok())
-            .flat_map(|d| d.executor_writes.iter())
+            .flat_map(|d| d.writes.iter())
     }
 
     /// Whether there is no write at all.
     pub fn has_no_writes(&self) -> bool {
-        self.executor_writes().next().is_none()
+        self.writes().next().is_none()
     }
 
     /// The per-pod numbers (the plan's `pods`).
@@ -475,8 +478,7 @@ mod tests {
     ) {
         let plan = decide(pods, paths, settings);
         assert_eq!(round.plan(), plan);
-        let converted: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
-        assert_eq!(round.executor_writes().cloned().collect::<Vec<_>>(), converted);
+        assert_eq!(round.writes().cloned().collect::<Vec<_>>(), plan.writes);
         assert_eq!(round.has_no_writes(), plan.writes.is_empty());
     }
 
@@ -545,11 +547,7 @@ mod tests {
         let round = cache.decide(&pods, &paths, settings);
         check_same(&round, &pods, &paths, settings);
         assert_eq!(cache.computed(), 4);
-        assert!(
-            round
-                .executor_writes()
-                .any(|w| w.cgroup.as_path().ends_with("ffff"))
-        );
+        assert!(round.writes().any(|w| w.cgroup.as_path().ends_with("ffff")));
 
         // A finished pod leaves the plan and the cache.
         pods[1] = pod("u2", "1000", "Succeeded");

@@ -19,7 +19,8 @@ use koord_api::nodeslo::{CpuBurstConfig, CpuBurstPolicy};
 use serde::Serialize;
 
 pub use super::share_pool::{COOLING_FRACTION, NodeState, SharePool, node_state};
-use super::{CgroupWrite, FILE_CFS_BURST, FILE_CFS_QUOTA, QosClass, milli_cpu_to_quota};
+use super::{CgroupWrite, QosClass, milli_cpu_to_quota};
+use crate::{CgroupDir, CgroupResource};
 
 /// Strategy name in plans and audit lines.
 pub const STRATEGY: &str = "cpu_burst";
@@ -106,7 +107,7 @@ pub struct BurstContainer {
     /// Container ID (keys the limiter state).
     pub id: String,
     /// cgroup directory relative to the controller root.
-    pub cgroup: String,
+    pub cgroup: CgroupDir,
     /// CPU limit in milli-cores; containers without one get neither burst nor scaling.
     pub cpu_limit_milli: Option<i64>,
     /// Current `cpu.cfs_quota_us`.
@@ -131,7 +132,7 @@ pub struct BurstPod {
     /// Phase Running or Pending.
     pub active: bool,
     /// Pod cgroup directory.
-    pub cgroup: String,
+    pub cgroup: CgroupDir,
     /// Current pod `cpu.cfs_quota_us`.
     pub cfs_quota_us: Option<i64>,
     /// Current pod `cpu.cfs_burst_us`.
@@ -323,7 +324,7 @@ pub fn decide(input: &BurstInput<'_>) -> BurstPlan {
 
 /// A burst to write and what the kernel holds for that cgroup now.
 struct BurstSlot<'a> {
-    dir: &'a str,
+    dir: &'a CgroupDir,
     quota_now: Option<i64>,
     burst: i64,
     burst_now: Option<i64>,
@@ -338,7 +339,7 @@ fn decide_pod(
 ) -> PodBurst {
     let params = &pod.config;
     // (cgroup, old quota, new quota) for containers, and their bursts.
-    let mut quota_moves: Vec<(&str, i64, i64)> = Vec::new();
+    let mut quota_moves: Vec<(&CgroupDir, i64, i64)> = Vec::new();
     let mut bursts: Vec<BurstSlot<'_>> = Vec::new();
     let mut containers = Vec::new();
     let mut pod_delta = 0i64;
@@ -434,26 +435,36 @@ fn decide_pod(
             continue;
         }
         if fits_now(slot.quota_now, slot.burst) {
-            writes.push(CgroupWrite::new(slot.dir, FILE_CFS_BURST, slot.burst, STRATEGY));
+            writes.push(CgroupWrite::int(
+                slot.dir,
+                CgroupResource::CpuCfsBurst,
+                slot.burst,
+                STRATEGY,
+            ));
         } else {
             deferred.push((slot.dir, slot.burst));
         }
     }
     // Phase B: quotas; a v1 child quota may never exceed its parent's.
     for &(dir, _, new) in quota_moves.iter().filter(|(_, old, new)| new < old) {
-        writes.push(CgroupWrite::new(dir, FILE_CFS_QUOTA, new, STRATEGY));
+        writes.push(CgroupWrite::int(dir, CgroupResource::CpuCfsQuota, new, STRATEGY));
     }
     if let (Some(old), Some(new)) = (pod.cfs_quota_us, pod_quota_after)
         && old != new
     {
-        writes.push(CgroupWrite::new(&pod.cgroup, FILE_CFS_QUOTA, new, STRATEGY));
+        writes.push(CgroupWrite::int(
+            &pod.cgroup,
+            CgroupResource::CpuCfsQuota,
+            new,
+            STRATEGY,
+        ));
     }
     for &(dir, _, new) in quota_moves.iter().filter(|(_, old, new)| new > old) {
-        writes.push(CgroupWrite::new(dir, FILE_CFS_QUOTA, new, STRATEGY));
+        writes.push(CgroupWrite::int(dir, CgroupResource::CpuCfsQuota, new, STRATEGY));
     }
     // Phase C: bursts that needed the new quota.
     for (dir, b) in deferred {
-        writes.push(CgroupWrite::new(dir, FILE_CFS_BURST, b, STRATEGY));
+        writes.push(CgroupWrite::int(dir, CgroupResource::CpuCfsBurst, b, STRATEGY));
     }
     PodBurst {
         namespace: pod.namespace.clone(),

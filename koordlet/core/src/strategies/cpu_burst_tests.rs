@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA};
 
 fn params(policy: CpuBurstPolicy, burst_pct: i64, quota_pct: i64, period: i64) -> BurstParams {
     BurstParams {
@@ -14,7 +15,7 @@ fn params(policy: CpuBurstPolicy, burst_pct: i64, quota_pct: i64, period: i64) -
 fn container(limit: i64, quota: i64, burst: i64, throttled: f64) -> BurstContainer {
     BurstContainer {
         id: "containerd://c1".into(),
-        cgroup: "kubepods/burstable/poda/c1".into(),
+        cgroup: CgroupDir::new("kubepods/burstable/poda/c1").unwrap(),
         cpu_limit_milli: Some(limit),
         cfs_quota_us: Some(quota),
         cfs_burst_us: Some(burst),
@@ -29,7 +30,7 @@ fn pod(config: BurstParams, quota: i64, burst: i64, c: BurstContainer) -> BurstP
         name: "payment".into(),
         qos: QosClass::Ls,
         active: true,
-        cgroup: "kubepods/burstable/poda".into(),
+        cgroup: CgroupDir::new("kubepods/burstable/poda").unwrap(),
         cfs_quota_us: Some(quota),
         cfs_burst_us: Some(burst),
         config,
@@ -65,13 +66,17 @@ fn short(plan: &BurstPlan) -> Vec<(&str, &str, i64)> {
     plan.writes
         .iter()
         .map(|w| {
-            let who = if w.cgroup.ends_with("/c1") { "c" } else { "pod" };
-            let what = if w.file == FILE_CFS_QUOTA {
+            let who = if w.cgroup.as_path().ends_with("c1") {
+                "c"
+            } else {
+                "pod"
+            };
+            let what = if w.file() == FILE_CFS_QUOTA {
                 "quota"
             } else {
                 "burst"
             };
-            (who, what, w.value.parse().unwrap())
+            (who, what, w.value.as_int().unwrap())
         })
         .collect()
 }
@@ -90,19 +95,19 @@ pub(crate) fn check_kernel_order(pods: &[BurstPod], writes: &[CgroupWrite]) {
         }
     }
     for w in writes {
-        let v: i64 = w.value.parse().unwrap();
-        let q = if w.file == FILE_CFS_QUOTA {
+        let v: i64 = w.value.as_int().unwrap();
+        let q = if w.file() == FILE_CFS_QUOTA {
             v
         } else {
             quota[&w.cgroup]
         };
-        let b = if w.file == FILE_CFS_BURST {
+        let b = if w.file() == FILE_CFS_BURST {
             v
         } else {
             burst[&w.cgroup]
         };
         assert!(q == -1 || b <= q, "EINVAL at {w:?}: burst {b} > quota {q}");
-        if w.file == FILE_CFS_QUOTA {
+        if w.file() == FILE_CFS_QUOTA {
             for p in pods {
                 if w.cgroup == p.cgroup {
                     for c in &p.containers {
@@ -398,16 +403,16 @@ fn seed_000_pod_strategies_through_the_resolver() {
     a.config_source = matched_src;
     let mut b = pod(other, 300_000, 0, container(1000, 300_000, 0, 0.0));
     b.name = "other".into();
-    b.cgroup = "kubepods/burstable/podb".into();
-    b.containers[0].cgroup = "kubepods/burstable/podb/c1".into();
+    b.cgroup = CgroupDir::new("kubepods/burstable/podb").unwrap();
+    b.containers[0].cgroup = CgroupDir::new("kubepods/burstable/podb/c1").unwrap();
     b.config_source = other_src;
     let plan = run(&[a, b], idle_pool());
     // 1 core × 100 % = 100000 µs for the matching pod, 200 % = 200000 µs for the other.
     let burst_of = |dir: &str| {
         plan.writes
             .iter()
-            .find(|w| w.cgroup == dir && w.file == FILE_CFS_BURST)
-            .map(|w| w.value.clone())
+            .find(|w| w.cgroup.to_string() == dir && w.file() == FILE_CFS_BURST)
+            .map(|w| w.value.to_string())
     };
     assert_eq!(burst_of("kubepods/burstable/poda/c1").as_deref(), Some("100000"));
     assert_eq!(burst_of("kubepods/burstable/podb/c1").as_deref(), Some("200000"));

@@ -14,7 +14,8 @@ use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
 use super::cpuset::{CpuInfo, CpuList, select_cpus};
-use super::{CFS_PERIOD_US, CgroupWrite, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, clamp_percent};
+use super::{CFS_PERIOD_US, CgroupWrite, clamp_percent};
+use crate::{CgroupDir, CgroupResource};
 
 /// Strategy name in plans and audit lines.
 pub const STRATEGY: &str = "cpu_suppress";
@@ -46,7 +47,7 @@ pub struct CpuUsage {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CgroupState {
     /// Directory relative to the controller root.
-    pub dir: String,
+    pub dir: CgroupDir,
     /// Current `cpu.cfs_quota_us` (−1 unlimited).
     pub cfs_quota_us: Option<i64>,
     /// Current `cpuset.cpus`.
@@ -276,9 +277,9 @@ pub fn decide(input: &SuppressInput<'_>) -> SuppressPlan {
         CpuSuppressPolicy::CfsQuota => {
             let q = quota_decision(&b, input.cgroups.besteffort.cfs_quota_us);
             if let Some(v) = q.written_us {
-                plan.writes.push(CgroupWrite::new(
+                plan.writes.push(CgroupWrite::int(
                     &input.cgroups.besteffort.dir,
-                    FILE_CFS_QUOTA,
+                    CgroupResource::CpuCfsQuota,
                     v,
                     STRATEGY,
                 ));
@@ -396,7 +397,12 @@ fn cpuset_writes(levels: &[(Vec<&CgroupState>, &CpuList)], writes: &mut Vec<Cgro
             let now = match &dir.cpuset {
                 Some(cur) if !target.is_subset(cur) => {
                     let wide = cur.union(target);
-                    writes.push(CgroupWrite::new(&dir.dir, FILE_CPUSET_CPUS, &wide, STRATEGY));
+                    writes.push(CgroupWrite::cpus(
+                        &dir.dir,
+                        CgroupResource::CpusetCpus,
+                        &wide,
+                        STRATEGY,
+                    ));
                     Some(wide)
                 }
                 other => other.clone(),
@@ -408,7 +414,12 @@ fn cpuset_writes(levels: &[(Vec<&CgroupState>, &CpuList)], writes: &mut Vec<Cgro
     for ((dirs, target), row) in levels.iter().zip(&after_widen).rev() {
         for (dir, now) in dirs.iter().zip(row) {
             if now.as_ref() != Some(*target) {
-                writes.push(CgroupWrite::new(&dir.dir, FILE_CPUSET_CPUS, target, STRATEGY));
+                writes.push(CgroupWrite::cpus(
+                    &dir.dir,
+                    CgroupResource::CpusetCpus,
+                    target,
+                    STRATEGY,
+                ));
             }
         }
     }
@@ -416,7 +427,12 @@ fn cpuset_writes(levels: &[(Vec<&CgroupState>, &CpuList)], writes: &mut Vec<Cgro
 
 fn recover_quota(cg: &BeCgroups, writes: &mut Vec<CgroupWrite>) {
     if cg.besteffort.cfs_quota_us != Some(-1) {
-        writes.push(CgroupWrite::new(&cg.besteffort.dir, FILE_CFS_QUOTA, -1, STRATEGY));
+        writes.push(CgroupWrite::int(
+            &cg.besteffort.dir,
+            CgroupResource::CpuCfsQuota,
+            -1,
+            STRATEGY,
+        ));
     }
 }
 

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::strategies::FILE_CPUSET_CPUS;
 
 fn strategy(policy: CpuSuppressPolicy) -> ResourceThresholdStrategy {
     ResourceThresholdStrategy {
@@ -28,7 +29,7 @@ fn topology16() -> Vec<CpuInfo> {
 
 fn state(dir: &str, quota: Option<i64>, cpus: Option<&str>) -> CgroupState {
     CgroupState {
-        dir: dir.into(),
+        dir: CgroupDir::new(dir).unwrap(),
         cfs_quota_us: quota,
         cpuset: cpus.map(|c| CpuList::parse(c).unwrap()),
     }
@@ -96,7 +97,7 @@ fn be(usage: i64) -> CpuUsage {
 fn files(plan: &SuppressPlan) -> Vec<(String, &'static str, String)> {
     plan.writes
         .iter()
-        .map(|w| (w.cgroup.clone(), w.file, w.value.clone()))
+        .map(|w| (w.cgroup.to_string(), w.file(), w.value.to_string()))
         .collect()
 }
 
@@ -104,9 +105,9 @@ fn files(plan: &SuppressPlan) -> Vec<(String, &'static str, String)> {
 /// a child is never wider than its parent.
 pub(crate) fn check_cpuset_order(initial: &BTreeMap<String, CpuList>, writes: &[CgroupWrite]) {
     let mut now = initial.clone();
-    for w in writes.iter().filter(|w| w.file == FILE_CPUSET_CPUS) {
-        let value = CpuList::parse(&w.value).unwrap();
-        now.insert(w.cgroup.clone(), value);
+    for w in writes.iter().filter(|w| w.file() == FILE_CPUSET_CPUS) {
+        let value = w.value.as_cpus().unwrap().clone();
+        now.insert(w.cgroup.to_string(), value);
         for (dir, cpus) in &now {
             if let Some((parent, _)) = dir.rsplit_once('/')
                 && let Some(p) = now.get(parent)
@@ -273,7 +274,7 @@ fn cpuset_growth_is_capped_and_widening_goes_parent_first() {
     let plan = c.run();
     let d = plan.cpuset.clone().unwrap();
     assert_eq!((d.wanted_cpus, d.given_cpus), (11, 4));
-    let dirs: Vec<String> = plan.writes.iter().map(|w| w.cgroup.clone()).collect();
+    let dirs: Vec<String> = plan.writes.iter().map(|w| w.cgroup.to_string()).collect();
     assert_eq!(dirs[0], "kubepods/besteffort", "widen the parent first");
     let initial = BTreeMap::from([
         ("kubepods/besteffort".to_owned(), CpuList::parse("0,8").unwrap()),
@@ -325,7 +326,10 @@ fn cpuset_policy_restores_quota() {
     c.cgroups = tree(Some("0-15"), Some(300_000));
     let plan = c.run();
     let last = plan.writes.last().unwrap();
-    assert_eq!((last.file, last.value.as_str()), ("cpu.cfs_quota_us", "-1"));
+    assert_eq!(
+        (last.file(), last.value.to_string().as_str()),
+        ("cpu.cfs_quota_us", "-1")
+    );
 }
 
 #[test]

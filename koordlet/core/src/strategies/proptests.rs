@@ -14,6 +14,7 @@ use super::cpuset::{CpuInfo, CpuList};
 use super::eviction::EvictCandidate;
 use super::memory_evict::{self, MemoryEvictInput};
 use super::{FILE_CFS_QUOTA, QosClass};
+use crate::CgroupDir;
 
 fn qos() -> impl Strategy<Value = QosClass> {
     prop_oneof![
@@ -124,7 +125,7 @@ proptest! {
         let pods: Vec<CpuUsage> = pods.into_iter().map(|(be, usage_milli)| CpuUsage { be, usage_milli }).collect();
         // A valid hierarchy: container ⊆ pod ⊆ besteffort.
         let (be_mask, pod_mask, c_mask) = (masks.0, masks.0 & masks.1, masks.0 & masks.1 & masks.2);
-        let st = |dir: &str, m: u16| CgroupState { dir: dir.into(), cfs_quota_us: quota, cpuset: Some(mask_to_list(m)) };
+        let st = |dir: &str, m: u16| CgroupState { dir: CgroupDir::new(dir).unwrap(), cfs_quota_us: quota, cpuset: Some(mask_to_list(m)) };
         let cgroups = BeCgroups {
             besteffort: st("be", be_mask),
             pods: vec![BePodCgroups { pod: st("be/p", pod_mask), containers: vec![st("be/p/c", c_mask)] }],
@@ -149,8 +150,8 @@ proptest! {
             cpus: &pools,
         });
         let full = pools.be_full();
-        for w in plan.writes.iter().filter(|w| w.file == FILE_CFS_QUOTA) {
-            let v: i64 = w.value.parse().unwrap();
+        for w in plan.writes.iter().filter(|w| w.file() == FILE_CFS_QUOTA) {
+            let v: i64 = w.value.as_int().unwrap();
             if v != -1 {
                 prop_assert!(v >= cpu_suppress::MIN_BE_QUOTA_US, "{v}");
                 prop_assert!(v <= (capacity.max(0) * 100).max(cpu_suppress::MIN_BE_QUOTA_US), "{v}");
@@ -261,7 +262,7 @@ proptest! {
             .enumerate()
             .map(|(i, (limit, quota, burst, thr, usage))| BurstContainer {
                 id: format!("c{i}"),
-                cgroup: format!("pod/c{i}"),
+                cgroup: CgroupDir::new(format!("pod/c{i}")).unwrap(),
                 cpu_limit_milli: *limit,
                 cfs_quota_us: Some(quota.unwrap_or(-1)),
                 cfs_burst_us: Some(quota.map_or(0, |q| (*burst).min(q))),
@@ -279,7 +280,7 @@ proptest! {
             name: "p".into(),
             qos: QosClass::Ls,
             active: true,
-            cgroup: "pod".into(),
+            cgroup: CgroupDir::new("pod").unwrap(),
             cfs_quota_us: Some(pod_quota),
             cfs_burst_us: Some(0),
             config,
@@ -304,14 +305,14 @@ proptest! {
             cpu_burst::tests::check_kernel_order(&pods, &plan.writes);
             // Apply the plan and go on from there.
             for w in &plan.writes {
-                let v: i64 = w.value.parse().unwrap();
+                let v: i64 = w.value.as_int().unwrap();
                 let target = if w.cgroup == pod.cgroup {
                     (&mut pod.cfs_quota_us, &mut pod.cfs_burst_us)
                 } else {
                     let c = pod.containers.iter_mut().find(|c| c.cgroup == w.cgroup).unwrap();
                     (&mut c.cfs_quota_us, &mut c.cfs_burst_us)
                 };
-                if w.file == FILE_CFS_QUOTA { *target.0 = Some(v) } else { *target.1 = Some(v) }
+                if w.file() == FILE_CFS_QUOTA { *target.0 = Some(v) } else { *target.1 = Some(v) }
             }
             state = plan.next_state;
         }

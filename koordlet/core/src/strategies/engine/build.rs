@@ -12,7 +12,7 @@ use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuP
 use crate::strategies::cpuset::{CpuInfo, CpuList};
 use crate::strategies::eviction::EvictCandidate;
 use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, QosClass};
-use crate::{KubeCgroupPaths, KubeQosClass};
+use crate::{CgroupDir, KubeCgroupPaths, KubeQosClass};
 
 /// The node's CPU and memory as the strategies need them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -236,10 +236,11 @@ pub(super) fn suppress_usages(input: &EngineInput<'_>) -> Vec<CpuUsage> {
         .collect()
 }
 
-fn state(input: &EngineInput<'_>, dir: String) -> CgroupState {
+fn state(input: &EngineInput<'_>, dir: CgroupDir) -> CgroupState {
+    let key = dir.to_string();
     CgroupState {
-        cfs_quota_us: input.cgroups.int(&dir, FILE_CFS_QUOTA),
-        cpuset: input.cgroups.cpusets.get(&dir).cloned(),
+        cfs_quota_us: input.cgroups.int(&key, FILE_CFS_QUOTA),
+        cpuset: input.cgroups.cpusets.get(&key).cloned(),
         dir,
     }
 }
@@ -247,18 +248,18 @@ fn state(input: &EngineInput<'_>, dir: String) -> CgroupState {
 /// The besteffort tree with current values.
 pub(super) fn be_cgroups(input: &EngineInput<'_>) -> BeCgroups {
     BeCgroups {
-        besteffort: state(input, besteffort_dir(input.paths)),
+        besteffort: state(input, input.paths.qos_dir(KubeQosClass::BestEffort)),
         pods: input
             .pods
             .iter()
             .filter(|p| p.is_running() && p.kube_qos == KubeQosClass::BestEffort)
             .map(|p| BePodCgroups {
-                pod: state(input, p.cgroup_dir(input.paths).to_string()),
+                pod: state(input, p.cgroup_dir(input.paths)),
                 containers: p
                     .containers
                     .iter()
                     .filter_map(|c| p.container_dir(input.paths, c))
-                    .map(|d| state(input, d.to_string()))
+                    .map(|d| state(input, d))
                     .collect(),
             })
             .collect(),
@@ -330,7 +331,8 @@ pub(super) fn burst_pods(input: &EngineInput<'_>, strategy: &CpuBurstStrategy) -
                 .iter()
                 .filter_map(|c| {
                     let id = c.id.as_ref()?.to_string();
-                    let dir = p.container_dir(input.paths, c)?.to_string();
+                    let dir = p.container_dir(input.paths, c)?;
+                    let key = dir.to_string();
                     let cpu_limit_milli = spec
                         .iter()
                         .find(|s| s.name == c.name)
@@ -338,23 +340,24 @@ pub(super) fn burst_pods(input: &EngineInput<'_>, strategy: &CpuBurstStrategy) -
                         .and_then(|a| a.limits.get("cpu").copied());
                     Some(BurstContainer {
                         cpu_limit_milli,
-                        cfs_quota_us: input.cgroups.int(&dir, FILE_CFS_QUOTA),
-                        cfs_burst_us: input.cgroups.int(&dir, FILE_CFS_BURST),
-                        throttled_ratio: input.cgroups.throttled.get(&dir).copied(),
+                        cfs_quota_us: input.cgroups.int(&key, FILE_CFS_QUOTA),
+                        cfs_burst_us: input.cgroups.int(&key, FILE_CFS_BURST),
+                        throttled_ratio: input.cgroups.throttled.get(&key).copied(),
                         usage_milli: input.usage.containers.get(&id).copied(),
                         cgroup: dir,
                         id,
                     })
                 })
                 .collect();
-            let cgroup = p.cgroup_dir(input.paths).to_string();
+            let cgroup = p.cgroup_dir(input.paths);
+            let key = cgroup.to_string();
             BurstPod {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
                 qos: qos_class(p.qos),
                 active: p.is_running(),
-                cfs_quota_us: input.cgroups.int(&cgroup, FILE_CFS_QUOTA),
-                cfs_burst_us: input.cgroups.int(&cgroup, FILE_CFS_BURST),
+                cfs_quota_us: input.cgroups.int(&key, FILE_CFS_QUOTA),
+                cfs_burst_us: input.cgroups.int(&key, FILE_CFS_BURST),
                 cgroup,
                 config,
                 config_source,

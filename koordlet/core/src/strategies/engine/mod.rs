@@ -10,7 +10,7 @@
 //!
 //! The live loop calls [`run_cached`] with an [`EngineCache`] it keeps between rounds: the same
 //! decisions, but be_limits' per-pod results are reused while a pod does not change, and its
-//! writes come back ready for the executor ([`EnginePlan::be_limits_writes`]).
+//! writes come back shared with the cache ([`EnginePlan::be_limits_round`]) instead of copied.
 
 mod build;
 #[cfg(test)]
@@ -239,11 +239,11 @@ pub struct Strategies {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnginePlan {
     /// Cgroup writes in the order to apply. From [`run_cached`], without be_limits' writes
-    /// (those are in [`EnginePlan::be_limits_writes`], to apply before these).
+    /// (those are in [`EnginePlan::be_limits_round`], to apply before these).
     pub writes: Vec<CgroupWrite>,
-    /// From [`run_cached`] when be_limits ran: its writes in executor form, to apply first
-    /// (they lead the plan order). Always `None` from [`run`], whose `writes` hold them.
-    pub be_limits_writes: Option<BeLimitsRound>,
+    /// From [`run_cached`] when be_limits ran: its round, whose writes (borrowed from the cache)
+    /// are applied first (they lead the plan order). Always `None` from [`run`], whose `writes` hold them.
+    pub be_limits_round: Option<BeLimitsRound>,
     /// Pods to evict (BE only), each once, satisfaction picks first.
     pub evictions: Vec<EvictionPick>,
     /// Each strategy's numbers.
@@ -281,7 +281,7 @@ pub fn run(input: &EngineInput<'_>) -> EnginePlan {
 }
 
 /// [`run`] for the live loop: be_limits' decisions come from (and update) `cache`, and its
-/// writes are returned in [`EnginePlan::be_limits_writes`] instead of [`EnginePlan::writes`].
+/// writes are returned in [`EnginePlan::be_limits_round`] instead of [`EnginePlan::writes`].
 pub fn run_cached(input: &EngineInput<'_>, cache: &mut EngineCache) -> EnginePlan {
     run_with(input, Some(cache))
 }
@@ -292,7 +292,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         .node_slo
         .and_then(|s| s.resource_used_threshold_with_be.as_ref());
     let mut writes = Vec::new();
-    let mut be_limits_writes = None;
+    let mut be_limits_round = None;
     let mut next_state = input.state.clone();
 
     let be_limits = if let Some(r) = gate_off(input.gates, "BatchResource") {
@@ -312,7 +312,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
                     pods: round.pods().cloned().collect(),
                     skipped: round.skipped().cloned().collect(),
                 };
-                be_limits_writes = Some(round);
+                be_limits_round = Some(round);
                 Report::Ran(report)
             }
             None => {
@@ -402,7 +402,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
 
     EnginePlan {
         writes,
-        be_limits_writes,
+        be_limits_round,
         evictions,
         strategies: Strategies {
             be_limits,

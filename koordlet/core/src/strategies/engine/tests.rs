@@ -188,11 +188,11 @@ fn suppress_writes_follow_the_switch() {
     let quota = plan
         .writes
         .iter()
-        .find(|x| x.strategy == "cpu_suppress" && x.file == FILE_CFS_QUOTA)
+        .find(|x| x.strategy == "cpu_suppress" && x.file() == FILE_CFS_QUOTA)
         .unwrap();
-    assert_eq!(quota.cgroup, "kubepods/besteffort");
+    assert_eq!(quota.cgroup.to_string(), "kubepods/besteffort");
     // 8000 × 65 % − system (4000 − 0 pods) = 1200m → 120000 µs.
-    assert_eq!(quota.value, "120000");
+    assert_eq!(quota.value.to_string(), "120000");
     w.options.apply_cpu_suppress = false;
     let plan = w.run();
     assert!(plan.writes.iter().all(|x| x.strategy != "cpu_suppress"));
@@ -243,13 +243,13 @@ fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
     let bursts: Vec<_> = plan
         .writes
         .iter()
-        .filter(|x| x.file == FILE_CFS_BURST && x.value != "0")
+        .filter(|x| x.file() == FILE_CFS_BURST && x.value != crate::CgroupValue::Int(0))
         .collect();
     assert_eq!(bursts.len(), 2, "pod and container of `pay`: {bursts:?}");
     assert!(
         bursts
             .iter()
-            .all(|x| x.cgroup.contains("u-pay") && x.value == "100000")
+            .all(|x| x.cgroup.to_string().contains("u-pay") && x.value == crate::CgroupValue::Int(100_000))
     );
     let burst = plan.strategies.cpu_burst.ran().unwrap();
     let sources: Vec<_> = burst
@@ -325,15 +325,15 @@ fn removed_pod_strategy_resets_burst_and_scaled_quota() {
         .writes
         .iter()
         .filter(|x| x.strategy == "cpu_burst")
-        .map(|x| (x.cgroup.as_str(), x.file, x.value.as_str()))
+        .map(|x| (x.cgroup.to_string(), x.file(), x.value.to_string()))
         .collect();
     assert_eq!(
         writes,
         vec![
-            (c.as_str(), FILE_CFS_BURST, "0"),
-            (pod_dir.as_str(), FILE_CFS_BURST, "0"),
-            (c.as_str(), FILE_CFS_QUOTA, "100000"),
-            (pod_dir.as_str(), FILE_CFS_QUOTA, "100000"),
+            (c.clone(), FILE_CFS_BURST, "0".to_string()),
+            (pod_dir.clone(), FILE_CFS_BURST, "0".to_string()),
+            (c.clone(), FILE_CFS_QUOTA, "100000".to_string()),
+            (pod_dir.clone(), FILE_CFS_QUOTA, "100000".to_string()),
         ],
         "burst first (it must not exceed the lowered quota), then container before pod"
     );
@@ -424,11 +424,11 @@ fn cached_run_matches_the_pure_run() {
                 .writes
                 .iter()
                 .filter(|x| x.strategy == be_limits::STRATEGY)
-                .filter_map(|x| x.to_executor().ok())
+                .cloned()
                 .collect();
             assert_eq!(be_writes.len(), 12, "(pod + container) × 3 files × 2 pods");
-            let round = cached.be_limits_writes.as_ref().unwrap();
-            assert_eq!(round.executor_writes().cloned().collect::<Vec<_>>(), be_writes);
+            let round = cached.be_limits_round.as_ref().unwrap();
+            assert_eq!(round.writes().cloned().collect::<Vec<_>>(), be_writes);
             let others: Vec<_> = pure
                 .writes
                 .iter()
@@ -436,7 +436,7 @@ fn cached_run_matches_the_pure_run() {
                 .cloned()
                 .collect();
             assert_eq!(cached.writes, others);
-            assert!(pure.be_limits_writes.is_none());
+            assert!(pure.be_limits_round.is_none());
         }
         let quota = cache.be_limits().len();
         assert_eq!(quota, 2);
@@ -447,5 +447,5 @@ fn cached_run_matches_the_pure_run() {
     // Gate off: nothing from be_limits.
     w.gates = FeatureGates::parse("BatchResource=false").unwrap();
     let cached = run_cached(&w.input(), &mut cache);
-    assert!(cached.be_limits_writes.is_none());
+    assert!(cached.be_limits_round.is_none());
 }
