@@ -19,6 +19,7 @@
 //! which also restores what the policy does not use: quota −1 under `cpuset`, the full BE
 //! cpuset under `cfsQuota`, both when suppress is off.
 
+use koord_api::KubeQoSClass;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -653,7 +654,7 @@ pub fn spawn_config(
         fast: FastSuppressConfig::default(),
         node_counter: NodeCounter::ProcStat(roots.proc_file("stat")),
         kubepods: paths.kubepods_dir(),
-        besteffort: paths.qos_dir(crate::system::KubeQosClass::BestEffort),
+        besteffort: paths.qos_dir(KubeQoSClass::BestEffort),
     })
 }
 

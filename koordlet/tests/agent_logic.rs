@@ -4,6 +4,7 @@
 
 mod common;
 
+use koord_api::KubeQoSClass;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -229,9 +230,7 @@ fn cached_be_limits_are_refreshed_and_follow_pod_changes() {
     );
     let mut cache = be_limits::BeLimitsCache::new();
     let settings = BeLimitsSettings::default();
-    let dir = host
-        .paths
-        .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+    let dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &common::uid());
     let quota = || host.read("cpu", dir.as_path(), "cpu.cfs_quota_us");
     let t0 = Instant::now();
     let mut pods = be("500");
@@ -285,9 +284,7 @@ fn be_limits_applied_on_v1_and_v2_trees() {
         let mut executor = koordlet::executor::Executor::new(cgroups, Default::default());
         let report = executor.apply(writes, std::time::Instant::now());
         assert!(report.errors.is_empty(), "{version:?}: {:?}", report.errors);
-        let pod_dir = host
-            .paths
-            .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+        let pod_dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &common::uid());
         let dir = pod_dir.as_path();
         match version {
             CgroupVersion::V1 => {
@@ -479,9 +476,7 @@ fn collector_reads_pods_and_drops_vanished_ones() {
     collector.collect(&snapshot, MetricTime(t0), &mut stores);
     // One second later: node +200 ticks (2 cores), pod cgroup +1 s of CPU (1 core).
     std::fs::write(host.roots.proc.join("stat"), "cpu  200 0 200 1000 0 0 0 0 0 0\n").unwrap();
-    let pod_dir = host
-        .paths
-        .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+    let pod_dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &common::uid());
     std::fs::write(
         host.file("cpuacct", pod_dir.as_path(), "cpuacct.usage"),
         "6000000000\n",

@@ -4,12 +4,12 @@
 //! Prints figures, asserts nothing about time.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use koord_api::QoSClass;
 use std::hint::black_box;
 use std::time::Instant;
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
 use koordlet_core::CgroupDir;
-use koordlet_core::strategies::QosClass;
 use koordlet_core::strategies::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
 };
@@ -110,7 +110,7 @@ fn decision_time_by_pod_count() {
             .map(|i| BurstPod {
                 namespace: "ns".into(),
                 name: format!("p{i}"),
-                qos: QosClass::Ls,
+                qos: QoSClass::Ls,
                 active: true,
                 cgroup: CgroupDir::new(format!("kubepods/burstable/pod{i}")).unwrap(),
                 cfs_quota_us: Some(600_000),
@@ -156,7 +156,7 @@ fn decision_time_by_pod_count() {
                 uid: format!("uid{i}"),
                 namespace: "ns".into(),
                 name: format!("p{i}"),
-                qos: if i % 2 == 0 { QosClass::Be } else { QosClass::Ls },
+                qos: if i % 2 == 0 { QoSClass::Be } else { QoSClass::Ls },
                 priority: Some((i % 7) as i32 * 1000),
                 cpu_usage_milli: Some((i * 13 % 2000) as f64),
                 batch_cpu_request_milli: 1000,

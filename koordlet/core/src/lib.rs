@@ -27,9 +27,7 @@ pub mod write;
 pub use cpuset::CpuSet;
 pub use error::{NameError, ParseError};
 pub use features::FeatureGates;
-pub use paths::{
-    CgroupDir, CgroupDriver, ContainerId, ContainerRuntime, KubeCgroupPaths, KubeQosClass, PodUid,
-};
+pub use paths::{CgroupDir, CgroupDriver, ContainerId, ContainerRuntime, KubeCgroupPaths, PodUid};
 pub use pod::{ContainerMeta, PodMeta};
 pub use resource::{CgroupResource, CgroupValue, CgroupVersion, Domain, Subsystem};
 pub use write::CgroupWrite;

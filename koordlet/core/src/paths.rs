@@ -17,6 +17,7 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+use koord_api::KubeQoSClass;
 use koord_api::nodeslo::{CgroupBaseType, HostApplicationSpec};
 
 use crate::error::NameError;
@@ -119,41 +120,20 @@ impl CgroupDriver {
     }
 }
 
-/// The Kubernetes QoS class (not Koordinator's LS/BE): it decides the pod's parent directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum KubeQosClass {
-    /// Requests equal limits for every resource: directly under kubepods.
-    Guaranteed,
-    /// Some requests.
-    Burstable,
-    /// No requests or limits; Koordinator's BE pods are usually here.
-    BestEffort,
-}
+/// The three Kubernetes QoS classes, for sweeps over the QoS directories.
+pub const KUBE_QOS_CLASSES: [KubeQoSClass; 3] = [
+    KubeQoSClass::Guaranteed,
+    KubeQoSClass::Burstable,
+    KubeQoSClass::BestEffort,
+];
 
-impl KubeQosClass {
-    /// All three classes, for sweeps.
-    pub const ALL: [KubeQosClass; 3] = [
-        KubeQosClass::Guaranteed,
-        KubeQosClass::Burstable,
-        KubeQosClass::BestEffort,
-    ];
-
-    /// Parses `status.qosClass`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "Guaranteed" => Some(Self::Guaranteed),
-            "Burstable" => Some(Self::Burstable),
-            "BestEffort" => Some(Self::BestEffort),
-            _ => None,
-        }
-    }
-
-    fn dir_word(self) -> Option<&'static str> {
-        match self {
-            Self::Guaranteed => None,
-            Self::Burstable => Some("burstable"),
-            Self::BestEffort => Some("besteffort"),
-        }
+/// The word the kubelet puts in a QoS directory's name (Guaranteed pods have none: they live
+/// directly in kubepods).
+fn qos_dir_word(qos: KubeQoSClass) -> Option<&'static str> {
+    match qos {
+        KubeQoSClass::Guaranteed => None,
+        KubeQoSClass::Burstable => Some("burstable"),
+        KubeQoSClass::BestEffort => Some("besteffort"),
     }
 }
 
@@ -325,9 +305,9 @@ impl KubeCgroupPaths {
     }
 
     /// The QoS-level directory for `qos`.
-    pub fn qos_dir(&self, qos: KubeQosClass) -> CgroupDir {
+    pub fn qos_dir(&self, qos: KubeQoSClass) -> CgroupDir {
         let base = self.kubepods_dir();
-        match (qos.dir_word(), self.driver) {
+        match (qos_dir_word(qos), self.driver) {
             (None, _) => base,
             (Some(word), CgroupDriver::Cgroupfs) => base.join_trusted(word),
             (Some(word), CgroupDriver::Systemd) => base.join_trusted(&format!("kubepods-{word}.slice")),
@@ -335,8 +315,8 @@ impl KubeCgroupPaths {
     }
 
     /// The pod directory.
-    pub fn pod_dir(&self, qos: KubeQosClass, uid: &PodUid) -> CgroupDir {
-        let name = match (self.driver, qos.dir_word()) {
+    pub fn pod_dir(&self, qos: KubeQoSClass, uid: &PodUid) -> CgroupDir {
+        let name = match (self.driver, qos_dir_word(qos)) {
             (CgroupDriver::Cgroupfs, _) => format!("pod{uid}"),
             (CgroupDriver::Systemd, None) => format!("kubepods-pod{}.slice", uid.as_str().replace('-', "_")),
             (CgroupDriver::Systemd, Some(word)) => {
@@ -347,7 +327,7 @@ impl KubeCgroupPaths {
     }
 
     /// The container directory.
-    pub fn container_dir(&self, qos: KubeQosClass, uid: &PodUid, container: &ContainerId) -> CgroupDir {
+    pub fn container_dir(&self, qos: KubeQoSClass, uid: &PodUid, container: &ContainerId) -> CgroupDir {
         let name = match self.driver {
             CgroupDriver::Cgroupfs => container.id().to_owned(),
             CgroupDriver::Systemd => format!(
@@ -382,8 +362,8 @@ pub fn host_app_dir(app: &HostApplicationSpec, paths: &KubeCgroupPaths) -> Optio
     let base = match cg.base.unwrap_or(CgroupBaseType::CgroupRoot) {
         CgroupBaseType::CgroupRoot => CgroupDir::root(),
         CgroupBaseType::Kubepods => paths.kubepods_dir(),
-        CgroupBaseType::KubepodsBurstable => paths.qos_dir(KubeQosClass::Burstable),
-        CgroupBaseType::KubepodsBesteffort => paths.qos_dir(KubeQosClass::BestEffort),
+        CgroupBaseType::KubepodsBurstable => paths.qos_dir(KubeQoSClass::Burstable),
+        CgroupBaseType::KubepodsBesteffort => paths.qos_dir(KubeQoSClass::BestEffort),
     };
     let mut dir = base;
     for part in [cg.parent_dir.as_deref(), cg.relative_path.as_deref()]
@@ -417,42 +397,42 @@ mod tests {
         let cases = [
             (
                 CgroupDriver::Cgroupfs,
-                KubeQosClass::Guaranteed,
+                KubeQoSClass::Guaranteed,
                 "kubepods",
                 "kubepods/pod6f1e3a2b-1111-2222-3333-444455556666",
                 "abc123",
             ),
             (
                 CgroupDriver::Cgroupfs,
-                KubeQosClass::Burstable,
+                KubeQoSClass::Burstable,
                 "kubepods/burstable",
                 "kubepods/burstable/pod6f1e3a2b-1111-2222-3333-444455556666",
                 "abc123",
             ),
             (
                 CgroupDriver::Cgroupfs,
-                KubeQosClass::BestEffort,
+                KubeQoSClass::BestEffort,
                 "kubepods/besteffort",
                 "kubepods/besteffort/pod6f1e3a2b-1111-2222-3333-444455556666",
                 "abc123",
             ),
             (
                 CgroupDriver::Systemd,
-                KubeQosClass::Guaranteed,
+                KubeQoSClass::Guaranteed,
                 "kubepods.slice",
                 "kubepods.slice/kubepods-pod6f1e3a2b_1111_2222_3333_444455556666.slice",
                 "cri-containerd-abc123.scope",
             ),
             (
                 CgroupDriver::Systemd,
-                KubeQosClass::Burstable,
+                KubeQoSClass::Burstable,
                 "kubepods.slice/kubepods-burstable.slice",
                 "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6f1e3a2b_1111_2222_3333_444455556666.slice",
                 "cri-containerd-abc123.scope",
             ),
             (
                 CgroupDriver::Systemd,
-                KubeQosClass::BestEffort,
+                KubeQoSClass::BestEffort,
                 "kubepods.slice/kubepods-besteffort.slice",
                 "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod6f1e3a2b_1111_2222_3333_444455556666.slice",
                 "cri-containerd-abc123.scope",
@@ -488,7 +468,7 @@ mod tests {
             ("cri-o://c1", "crio-c1.scope"),
             ("containerd://e1", "cri-containerd-e1.scope"),
         ] {
-            let dir = systemd.container_dir(KubeQosClass::BestEffort, &uid, &ContainerId::parse(id).unwrap());
+            let dir = systemd.container_dir(KubeQoSClass::BestEffort, &uid, &ContainerId::parse(id).unwrap());
             assert!(dir.as_path().starts_with("koord-test-1/kubepods.slice"));
             assert!(dir.as_path().ends_with(scope), "{id}");
         }

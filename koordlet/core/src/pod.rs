@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use koord_api::{KubeQoSClass, PriorityClass, QoSClass, priority, qos};
 
 use crate::CgroupDir;
-use crate::{ContainerId, KubeCgroupPaths, KubeQosClass, PodUid};
+use crate::{ContainerId, KubeCgroupPaths, PodUid};
 
 /// One running container of a pod with the cgroup-safe ID its status reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub struct PodMeta {
     /// Koordinator priority class (from `spec.priority`, else from the QoS).
     pub priority: PriorityClass,
     /// The Kubernetes QoS class: decides the pod's cgroup parent.
-    pub kube_qos: KubeQosClass,
+    pub kube_qos: KubeQoSClass,
     /// Containers with their IDs.
     pub containers: Vec<ContainerMeta>,
 }
@@ -68,9 +68,8 @@ impl PodMeta {
                 reason: e.to_string(),
             })?;
         let kube_qos = match qos::kube_qos_class(&pod) {
-            Some(KubeQoSClass::Guaranteed) => KubeQosClass::Guaranteed,
-            Some(KubeQoSClass::Burstable) => KubeQosClass::Burstable,
-            Some(KubeQoSClass::BestEffort) | None => KubeQosClass::BestEffort,
+            Some(k) => k,
+            None => KubeQoSClass::BestEffort,
         };
         let statuses = pod
             .status

@@ -32,7 +32,7 @@ pub use layout::{CgroupLayout, CgroupMode, detect_driver};
 // The pure vocabulary (paths, the resource table, CPU lists) lives in koordlet-core; the system
 // layer speaks it and hands it on, so callers name one type wherever they meet it.
 pub use koordlet_core::paths::{
-    CgroupDir, CgroupDriver, ContainerId, ContainerRuntime, KubeCgroupPaths, KubeQosClass, PodUid,
+    CgroupDir, CgroupDriver, ContainerId, ContainerRuntime, KUBE_QOS_CLASSES, KubeCgroupPaths, PodUid,
 };
 pub use koordlet_core::resource::{CgroupResource, CgroupValue, CgroupVersion, Domain, Subsystem};
 pub use koordlet_core::{cpuset, cpuset::CpuSet, paths as kube_paths, resource};

@@ -9,12 +9,14 @@
 
 mod tree;
 
+use koord_api::QoSClass;
 use std::fs;
 use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
+use koordlet_core::strategies::CgroupWrite;
 use koordlet_core::strategies::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
 };
@@ -22,7 +24,6 @@ use koordlet_core::strategies::cpu_suppress::{
     self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput,
 };
 use koordlet_core::strategies::cpuset::CpuList;
-use koordlet_core::strategies::{CgroupWrite, QosClass};
 use tree::{CPU_LOCK, ROOT, TestTree, setup, state, topology};
 
 #[test]
@@ -249,7 +250,7 @@ fn burst_values_are_accepted_by_the_kernel() {
         let pod = BurstPod {
             namespace: "ns".into(),
             name: "p".into(),
-            qos: QosClass::Ls,
+            qos: QoSClass::Ls,
             active: true,
             cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
@@ -365,7 +366,7 @@ fn suppress_and_burst_plans_through_the_executor() {
         let pod = BurstPod {
             namespace: "ns".into(),
             name: "p".into(),
-            qos: QosClass::Ls,
+            qos: QoSClass::Ls,
             active: true,
             cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", "cpu.cfs_quota_us"),

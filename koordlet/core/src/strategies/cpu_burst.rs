@@ -12,6 +12,7 @@
 //! pod's: bursts that fit the current quota are lowered first, quotas move (decreasing
 //! containers, pod, increasing containers), then the remaining bursts are raised.
 
+use koord_api::QoSClass;
 use std::collections::BTreeMap;
 
 use koord_api::config::{BurstSource, PodBurstDecision};
@@ -19,7 +20,7 @@ use koord_api::nodeslo::{CpuBurstConfig, CpuBurstPolicy};
 use serde::Serialize;
 
 pub use super::share_pool::{COOLING_FRACTION, NodeState, SharePool, node_state};
-use super::{CgroupWrite, QosClass, milli_cpu_to_quota};
+use super::{CgroupWrite, milli_cpu_to_quota};
 use crate::{CgroupDir, CgroupResource};
 
 /// Strategy name in plans and audit lines.
@@ -128,7 +129,7 @@ pub struct BurstPod {
     /// Name.
     pub name: String,
     /// Resolved Koordinator QoS; LSE, LSR and BE pods are never burst.
-    pub qos: QosClass,
+    pub qos: QoSClass,
     /// Phase Running or Pending.
     pub active: bool,
     /// Pod cgroup directory.
@@ -243,7 +244,7 @@ pub struct BurstPlan {
 
 /// Whether a pod may burst at all: not LSE/LSR (bound CPUs) nor BE, and Running/Pending.
 pub fn burstable(pod: &BurstPod) -> bool {
-    pod.active && !matches!(pod.qos, QosClass::Lse | QosClass::Lsr | QosClass::Be)
+    pod.active && !matches!(pod.qos, QoSClass::Lse | QoSClass::Lsr | QoSClass::Be)
 }
 
 /// `limit × cpuBurstPercent%` of a 100 ms period, in µs (0 without a limit or kernel burst).

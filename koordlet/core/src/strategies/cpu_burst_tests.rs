@@ -1,3 +1,4 @@
+use koord_api::QoSClass;
 use std::collections::BTreeMap;
 
 use super::*;
@@ -28,7 +29,7 @@ fn pod(config: BurstParams, quota: i64, burst: i64, c: BurstContainer) -> BurstP
     BurstPod {
         namespace: "frontend".into(),
         name: "payment".into(),
-        qos: QosClass::Ls,
+        qos: QoSClass::Ls,
         active: true,
         cgroup: CgroupDir::new("kubepods/burstable/poda").unwrap(),
         cfs_quota_us: Some(quota),
@@ -298,7 +299,7 @@ fn unlimited_quota_gets_no_burst_and_no_scaling() {
 #[test]
 fn only_active_ls_pods_burst() {
     let cfg = params(CpuBurstPolicy::Auto, 100, 300, -1);
-    for qos in [QosClass::Lse, QosClass::Lsr, QosClass::Be] {
+    for qos in [QoSClass::Lse, QoSClass::Lsr, QoSClass::Be] {
         let mut p = pod(cfg, 200_000, 0, container(2000, 200_000, 0, 0.5));
         p.qos = qos;
         let plan = run(&[p], idle_pool());
@@ -307,7 +308,7 @@ fn only_active_ls_pods_burst() {
     let mut p = pod(cfg, 200_000, 0, container(2000, 200_000, 0, 0.5));
     p.active = false;
     assert!(run(&[p], idle_pool()).writes.is_empty());
-    for qos in [QosClass::Ls, QosClass::None, QosClass::System] {
+    for qos in [QoSClass::Ls, QoSClass::None, QoSClass::System] {
         let mut p = pod(cfg, 200_000, 0, container(2000, 200_000, 0, 0.5));
         p.qos = qos;
         assert!(!run(&[p], idle_pool()).writes.is_empty(), "{qos:?}");

@@ -1,5 +1,5 @@
 use super::*;
-use crate::strategies::QosClass;
+use koord_api::QoSClass;
 
 fn strategy(lower: i64, upper: i64, window: i64) -> ResourceThresholdStrategy {
     ResourceThresholdStrategy {
@@ -17,7 +17,7 @@ fn be(name: &str, prio: Option<i32>, request: i64, usage: f64) -> EvictCandidate
         uid: format!("uid-{name}"),
         namespace: "batch".into(),
         name: name.into(),
-        qos: QosClass::Be,
+        qos: QoSClass::Be,
         priority: prio,
         cpu_usage_milli: Some(usage),
         batch_cpu_request_milli: request,
@@ -142,7 +142,7 @@ fn latest_sample_caps_the_release() {
 fn victims_by_priority_then_usage_ratio_only_be() {
     let s = strategy(60, 80, 1);
     let mut ls = be("ls", Some(0), 100_000, 100_000.0);
-    ls.qos = QosClass::Ls;
+    ls.qos = QoSClass::Ls;
     let pods = [
         ls,
         be("mid-busy", Some(5000), 1000, 900.0),    // 0.9

@@ -2,9 +2,8 @@
 //! eviction safe (only BE pods, never a pod already being evicted, pods in flight count as
 //! released).
 
+use koord_api::QoSClass;
 use serde::Serialize;
-
-use super::QosClass;
 
 /// One pod on the node as eviction sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,8 +14,8 @@ pub struct EvictCandidate {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// Resolved Koordinator QoS class; only [`QosClass::Be`] is ever picked.
-    pub qos: QosClass,
+    /// Resolved Koordinator QoS class; only [`QoSClass::Be`] is ever picked.
+    pub qos: QoSClass,
     /// `spec.priority`, when set.
     pub priority: Option<i32>,
     /// Latest CPU usage in milli-cores, when measured.
@@ -35,7 +34,7 @@ pub struct EvictCandidate {
 impl EvictCandidate {
     /// Whether a strategy may pick this pod: BE, allowed, not already on its way out.
     pub fn pickable(&self) -> bool {
-        self.qos.is_be() && self.eviction_allowed && !self.being_evicted
+        self.qos == QoSClass::Be && self.eviction_allowed && !self.being_evicted
     }
 }
 
@@ -118,7 +117,7 @@ fn pick_until_covered<'a>(
 /// make the next round pick more pods.
 fn in_flight_release(pods: &[EvictCandidate], frees: impl Fn(&EvictCandidate) -> f64) -> f64 {
     pods.iter()
-        .filter(|p| p.qos.is_be() && p.being_evicted)
+        .filter(|p| p.qos == QoSClass::Be && p.being_evicted)
         .map(|p| frees(p).max(0.0))
         .sum()
 }

@@ -172,11 +172,11 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategies::QosClass;
+    use koord_api::QoSClass;
 
     const GI: u64 = 1 << 30;
 
-    pub(crate) fn pod(name: &str, qos: QosClass, prio: Option<i32>, mem: Option<u64>) -> EvictCandidate {
+    pub(crate) fn pod(name: &str, qos: QoSClass, prio: Option<i32>, mem: Option<u64>) -> EvictCandidate {
         EvictCandidate {
             uid: format!("uid-{name}"),
             namespace: "default".into(),
@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn threshold_boundary_and_default_lower() {
         let s = enabled(None, None);
-        let pods = [pod("be", QosClass::Be, None, Some(10 * GI))];
+        let pods = [pod("be", QoSClass::Be, None, Some(10 * GI))];
         // 69.99 % → integer 69 < 70.
         let p = run(&s, 70 * GI - 1, &pods);
         assert_eq!(p.action, MemoryEvictAction::BelowThreshold);
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn disabled_by_default_even_over_threshold() {
         let s = ResourceThresholdStrategy::default();
-        let pods = [pod("be", QosClass::Be, None, Some(10 * GI))];
+        let pods = [pod("be", QoSClass::Be, None, Some(10 * GI))];
         assert_eq!(run(&s, 99 * GI, &pods).action, MemoryEvictAction::Disabled);
     }
 
@@ -244,11 +244,11 @@ mod tests {
     fn order_priority_then_usage_then_zero_last() {
         let s = enabled(Some(80), Some(70));
         let pods = [
-            pod("ls-huge", QosClass::Ls, Some(0), Some(50 * GI)),
-            pod("be-zero", QosClass::Be, Some(5000), Some(0)),
-            pod("be-small", QosClass::Be, Some(5000), Some(3 * GI)),
-            pod("be-big", QosClass::Be, Some(5000), Some(6 * GI)),
-            pod("be-low-prio", QosClass::Be, Some(1000), Some(GI)),
+            pod("ls-huge", QoSClass::Ls, Some(0), Some(50 * GI)),
+            pod("be-zero", QoSClass::Be, Some(5000), Some(0)),
+            pod("be-small", QoSClass::Be, Some(5000), Some(3 * GI)),
+            pod("be-big", QoSClass::Be, Some(5000), Some(6 * GI)),
+            pod("be-low-prio", QoSClass::Be, Some(1000), Some(GI)),
         ];
         // 90 % → release 20 Gi: everything BE, in order, and still not covered; LS never.
         let p = run(&s, 90 * GI, &pods);
@@ -263,9 +263,9 @@ mod tests {
     #[test]
     fn in_flight_pods_count_and_are_not_picked_again() {
         let s = enabled(Some(70), None);
-        let mut going = pod("be-going", QosClass::Be, None, Some(3 * GI));
+        let mut going = pod("be-going", QoSClass::Be, None, Some(3 * GI));
         going.being_evicted = true;
-        let pods = [going, pod("be-other", QosClass::Be, None, Some(GI))];
+        let pods = [going, pod("be-other", QoSClass::Be, None, Some(GI))];
         // release 2 Gi, 3 Gi already on the way out.
         let p = run(&s, 70 * GI, &pods);
         assert_eq!(p.action, MemoryEvictAction::CoveredInFlight);
@@ -276,16 +276,16 @@ mod tests {
     #[test]
     fn disallowed_by_eviction_policy_is_skipped() {
         let s = enabled(Some(70), None);
-        let mut a = pod("be-a", QosClass::Be, None, Some(5 * GI));
+        let mut a = pod("be-a", QoSClass::Be, None, Some(5 * GI));
         a.eviction_allowed = false;
-        let pods = [a, pod("be-b", QosClass::Be, None, Some(GI))];
+        let pods = [a, pod("be-b", QoSClass::Be, None, Some(GI))];
         assert_eq!(names(&run(&s, 75 * GI, &pods)), ["be-b"]);
     }
 
     #[test]
     fn cool_down() {
         let s = enabled(Some(70), None);
-        let pods = [pod("be", QosClass::Be, None, Some(GI))];
+        let pods = [pod("be", QoSClass::Be, None, Some(GI))];
         let mut input = MemoryEvictInput {
             strategy: &s,
             capacity_bytes: 100 * GI,
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn bad_config_and_missing_inputs_skip() {
-        let pods = [pod("be", QosClass::Be, None, Some(GI))];
+        let pods = [pod("be", QoSClass::Be, None, Some(GI))];
         let p = run(&enabled(Some(70), Some(70)), 90 * GI, &pods);
         assert_eq!(p.action, MemoryEvictAction::Skipped);
         assert!(p.reason.contains("memoryEvictLowerPercent"));

@@ -27,8 +27,6 @@ pub mod share_pool;
 // After the others: the fast path of cpu_suppress.
 pub mod fast_suppress;
 
-use serde::Serialize;
-
 pub use crate::write::CgroupWrite;
 
 /// The CFS period the kubelet uses (100 ms): every quota here is relative to it.
@@ -39,37 +37,6 @@ pub const FILE_CFS_QUOTA: &str = "cpu.cfs_quota_us";
 pub const FILE_CFS_BURST: &str = "cpu.cfs_burst_us";
 /// The cpuset file that confines a cgroup's CPUs.
 pub const FILE_CPUSET_CPUS: &str = "cpuset.cpus";
-
-/// Koordinator QoS class of a pod or host application, already resolved (label
-/// `koordinator.sh/qosClass`, else from the kube QoS class).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum QosClass {
-    /// Latency-sensitive exclusive: owns its CPUs.
-    #[serde(rename = "LSE")]
-    Lse,
-    /// Latency-sensitive reserved: bound CPUs, shareable with BE when idle.
-    #[serde(rename = "LSR")]
-    Lsr,
-    /// Latency-sensitive on the share pool.
-    #[serde(rename = "LS")]
-    Ls,
-    /// Best effort: uses what LS leaves, suppressed and evicted first.
-    #[serde(rename = "BE")]
-    Be,
-    /// System daemons.
-    #[serde(rename = "SYSTEM")]
-    System,
-    /// No class could be resolved; treated like LS by every strategy here.
-    #[serde(rename = "")]
-    None,
-}
-
-impl QosClass {
-    /// Whether the class is BE: the only class suppress throttles and eviction may pick.
-    pub fn is_be(self) -> bool {
-        self == QosClass::Be
-    }
-}
 
 /// `MilliCPUToQuota`: the CFS quota (µs per 100 ms period) that grants `milli` milli-cores;
 /// `-1` (unlimited) when `milli <= 0`, at least the kernel minimum of 1000 µs otherwise.

@@ -2,28 +2,29 @@
 //! above the node, eviction never touches a non-BE pod, burst never above the quota the kernel
 //! holds, cpuset writes never make a child wider than its parent.
 
+use koord_api::QoSClass;
 use std::collections::BTreeMap;
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
 use proptest::prelude::*;
 
+use super::FILE_CFS_QUOTA;
 use super::cpu_burst::{self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool};
 use super::cpu_evict::{self, BeCpu, BeCpuWindow, CpuEvictInput};
 use super::cpu_suppress::{self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput};
 use super::cpuset::{CpuInfo, CpuList};
 use super::eviction::EvictCandidate;
 use super::memory_evict::{self, MemoryEvictInput};
-use super::{FILE_CFS_QUOTA, QosClass};
 use crate::CgroupDir;
 
-fn qos() -> impl Strategy<Value = QosClass> {
+fn qos() -> impl Strategy<Value = QoSClass> {
     prop_oneof![
-        Just(QosClass::Lse),
-        Just(QosClass::Lsr),
-        Just(QosClass::Ls),
-        Just(QosClass::Be),
-        Just(QosClass::System),
-        Just(QosClass::None),
+        Just(QoSClass::Lse),
+        Just(QoSClass::Lsr),
+        Just(QoSClass::Ls),
+        Just(QoSClass::Be),
+        Just(QoSClass::System),
+        Just(QoSClass::None),
     ]
 }
 
@@ -278,7 +279,7 @@ proptest! {
         let mut pod = BurstPod {
             namespace: "ns".into(),
             name: "p".into(),
-            qos: QosClass::Ls,
+            qos: QoSClass::Ls,
             active: true,
             cgroup: CgroupDir::new("pod").unwrap(),
             cfs_quota_us: Some(pod_quota),

@@ -1,6 +1,7 @@
 //! Turns the engine's gathered input into each strategy's own input (pure).
 
 use k8s_openapi::api::core::v1::Node;
+use koord_api::KubeQoSClass;
 use koord_api::nodeslo::CpuBurstStrategy;
 use koord_api::resources::container_amounts;
 use koord_api::{QoSClass, names};
@@ -11,8 +12,8 @@ use crate::strategies::cpu_burst::{BurstContainer, BurstParams, BurstPod, ShareP
 use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage};
 use crate::strategies::cpuset::{CpuInfo, CpuList};
 use crate::strategies::eviction::EvictCandidate;
-use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, QosClass};
-use crate::{CgroupDir, KubeCgroupPaths, KubeQosClass};
+use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS};
+use crate::{CgroupDir, KubeCgroupPaths};
 
 /// The node's CPU and memory as the strategies need them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -88,20 +89,8 @@ impl NodeFacts {
     }
 }
 
-/// The strategies' QoS class of a resolved pod.
-pub fn qos_class(qos: QoSClass) -> QosClass {
-    match qos {
-        QoSClass::Lse => QosClass::Lse,
-        QoSClass::Lsr => QosClass::Lsr,
-        QoSClass::Ls => QosClass::Ls,
-        QoSClass::Be => QosClass::Be,
-        QoSClass::System => QosClass::System,
-        QoSClass::None => QosClass::None,
-    }
-}
-
 pub(super) fn besteffort_dir(paths: &KubeCgroupPaths) -> String {
-    paths.qos_dir(KubeQosClass::BestEffort).to_string()
+    paths.qos_dir(KubeQoSClass::BestEffort).to_string()
 }
 
 fn is_burst_candidate(p: &PodMeta) -> bool {
@@ -109,7 +98,7 @@ fn is_burst_candidate(p: &PodMeta) -> bool {
 }
 
 fn is_be(p: &PodMeta) -> bool {
-    p.qos == QoSClass::Be || p.kube_qos == KubeQosClass::BestEffort
+    p.qos == QoSClass::Be || p.kube_qos == KubeQoSClass::BestEffort
 }
 
 /// Which cgroup values a round needs, so the live loop reads no more files than it uses.
@@ -150,7 +139,7 @@ pub fn cgroup_reads(
     let be = besteffort_dir(paths);
     let mut reads = vec![(be.clone(), FILE_CFS_QUOTA), (be, FILE_CPUSET_CPUS)];
     for p in pods.iter().filter(|p| p.is_running()) {
-        let files: &[&'static str] = if is_be(p) && p.kube_qos == KubeQosClass::BestEffort {
+        let files: &[&'static str] = if is_be(p) && p.kube_qos == KubeQoSClass::BestEffort {
             if !scope.be_pods {
                 continue;
             }
@@ -209,7 +198,7 @@ pub(super) fn candidates(input: &EngineInput<'_>) -> Vec<EvictCandidate> {
                 uid: p.uid.as_str().to_owned(),
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
-                qos: qos_class(p.qos),
+                qos: p.qos,
                 priority: p.pod.spec.as_ref().and_then(|s| s.priority),
                 cpu_usage_milli: usage.cpu_milli,
                 batch_cpu_request_milli,
@@ -248,11 +237,11 @@ fn state(input: &EngineInput<'_>, dir: CgroupDir) -> CgroupState {
 /// The besteffort tree with current values.
 pub(super) fn be_cgroups(input: &EngineInput<'_>) -> BeCgroups {
     BeCgroups {
-        besteffort: state(input, input.paths.qos_dir(KubeQosClass::BestEffort)),
+        besteffort: state(input, input.paths.qos_dir(KubeQoSClass::BestEffort)),
         pods: input
             .pods
             .iter()
-            .filter(|p| p.is_running() && p.kube_qos == KubeQosClass::BestEffort)
+            .filter(|p| p.is_running() && p.kube_qos == KubeQoSClass::BestEffort)
             .map(|p| BePodCgroups {
                 pod: state(input, p.cgroup_dir(input.paths)),
                 containers: p
@@ -354,7 +343,7 @@ pub(super) fn burst_pods(input: &EngineInput<'_>, strategy: &CpuBurstStrategy) -
             BurstPod {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
-                qos: qos_class(p.qos),
+                qos: p.qos,
                 active: p.is_running(),
                 cfs_quota_us: input.cgroups.int(&key, FILE_CFS_QUOTA),
                 cfs_burst_us: input.cgroups.int(&key, FILE_CFS_BURST),

@@ -22,7 +22,7 @@ use koord_api::NodeSLOSpec;
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-pub use build::{NodeFacts, ReadScope, cgroup_reads, qos_class};
+pub use build::{NodeFacts, ReadScope, cgroup_reads};
 
 use super::be_limits::{self, BeLimitsCache, BeLimitsRound, BeLimitsSettings, BePodLimits, SkippedPod};
 use super::cpu_burst::{self, BurstPlan, BurstState};
