@@ -14,7 +14,7 @@ use crate::evictor::Evictor;
 use crate::executor::{Executor, ExecutorConfig};
 use crate::metrics::MetricTime;
 use crate::metrics::collector::{Collector, Stores};
-use crate::qos_loop::{QosLoop, QosLoopConfig};
+use crate::qos_loop::{QosEdges, QosLoop, QosLoopConfig};
 use crate::report::{self, ReportInput};
 use crate::states::{Snapshot, sources};
 use crate::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
@@ -33,9 +33,15 @@ pub enum AgentError {
     /// Cgroup layout detection failed.
     #[error("cgroup layout: {0}")]
     Cgroups(#[from] crate::system::SystemError),
-    /// Kubernetes client.
+    /// The kubeconfig file could not be loaded.
     #[error("kubernetes client: {0}")]
-    Kube(String),
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// No in-cluster or default kubeconfig.
+    #[error("kubernetes client: {0}")]
+    InferConfig(#[source] kube::config::InferConfigError),
+    /// The client could not be built from the configuration.
+    #[error("kubernetes client: {0}")]
+    Client(#[source] kube::Error),
     /// Kubelet client.
     #[error(transparent)]
     Kubelet(#[from] crate::states::StatesError),
@@ -47,15 +53,12 @@ pub enum AgentError {
 async fn kube_config(args: &AgentArgs) -> Result<kube::Config, AgentError> {
     Ok(match &args.kubeconfig {
         Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| AgentError::Kube(e.to_string()))?;
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(AgentError::Kubeconfig)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                 .await
-                .map_err(|e| AgentError::Kube(e.to_string()))?
+                .map_err(AgentError::Kubeconfig)?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| AgentError::Kube(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(AgentError::InferConfig)?,
     })
 }
 
@@ -131,9 +134,8 @@ pub async fn run_agent(
     }
 
     let config = kube_config(&args).await?;
-    let client = kube::Client::try_from(config.clone()).map_err(|e| AgentError::Kube(e.to_string()))?;
-    let evict_client =
-        crate::evictor::no_retry_client(config).map_err(|e| AgentError::Kube(e.to_string()))?;
+    let client = kube::Client::try_from(config.clone()).map_err(AgentError::Client)?;
+    let evict_client = crate::evictor::no_retry_client(config).map_err(AgentError::Client)?;
     let (snap_tx, snap_rx) = watch::channel(Snapshot::default());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(sources::watch_node_objects(
@@ -155,10 +157,10 @@ pub async fn run_agent(
     }
     // Fast CPU suppress loop; the QoS round keeps its cpuset scope (BE tree, CPU pools) fresh.
     let (scope_tx, scope_rx) = tokio::sync::watch::channel(None);
-    match crate::suppress_loop::spawn_config(&args, &roots, &paths).and_then(|config| {
-        crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(suppress_metrics))
-            .map(|l| l.with_scope_updates(scope_rx))
-    }) {
+    let fast_config = crate::suppress_loop::node_config(args.suppress_interval, args.dry_run, &roots, &paths);
+    match crate::suppress_loop::SuppressLoop::new(cgroups.clone(), fast_config, Some(suppress_metrics))
+        .map(|l| l.with_scope_updates(scope_rx))
+    {
         Ok(fast) => {
             tasks.spawn(fast.run(snap_rx.clone(), gates.clone()));
         }
@@ -190,12 +192,14 @@ pub async fn run_agent(
                 collect_interval: interval,
             },
             gates.clone(),
-            cgroups.clone(),
-            paths.clone(),
-            crate::gather::read_topology(&roots.sys),
-            executor,
-            Evictor::new(evict_client, &node, args.dry_run, telemetry.clone()),
-            telemetry.clone(),
+            QosEdges {
+                cgroups: cgroups.clone(),
+                paths: paths.clone(),
+                topology: crate::gather::read_topology(&roots.sys),
+                executor,
+                evictor: Evictor::new(evict_client, &node, args.dry_run, telemetry.clone()),
+                telemetry: telemetry.clone(),
+            },
         )
         .with_cpuset_scope(scope_tx);
         tasks.spawn(async move {

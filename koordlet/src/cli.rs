@@ -52,23 +52,27 @@ pub enum VersionArg {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the decisions for a node described in YAML (Node, Pods, NodeSLO, NodeMetric) as JSON.
-    Plan {
-        /// Input file, `-` for stdin.
-        #[arg(short = 'f', long = "file")]
-        file: String,
-        /// cgroup version to print file names and values for.
-        #[arg(long, value_enum, default_value = "v1")]
-        cgroup_version: VersionArg,
-        /// The kubelet's cgroup driver.
-        #[arg(long, value_enum, default_value = "cgroupfs")]
-        cgroup_driver: DriverArg,
-        /// Read current values from this cgroup tree (real or fake).
-        #[arg(long)]
-        cgroup_root: Option<PathBuf>,
-        /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
-        #[arg(long, default_value = "")]
-        feature_gates: String,
-    },
+    Plan(PlanArgs),
+}
+
+/// The `plan` command's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// Input file, `-` for stdin.
+    #[arg(short = 'f', long = "file")]
+    pub file: String,
+    /// cgroup version to print file names and values for.
+    #[arg(long, value_enum, default_value = "v1")]
+    pub cgroup_version: VersionArg,
+    /// The kubelet's cgroup driver.
+    #[arg(long, value_enum, default_value = "cgroupfs")]
+    pub cgroup_driver: DriverArg,
+    /// Read current values from this cgroup tree (real or fake).
+    #[arg(long)]
+    pub cgroup_root: Option<PathBuf>,
+    /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
 }
 
 /// The agent's flags.
@@ -146,5 +150,49 @@ fn parse_suppress_interval(text: &str) -> Result<Duration, String> {
         Some(d) if d >= Duration::from_millis(10) && d <= Duration::from_secs(10) => Ok(d),
         Some(_) => Err("must be between 10ms and 10s".into()),
         None => Err(format!("{text:?} is not a duration like 50ms")),
+    }
+}
+
+/// Runs koordlet with command-line `args` (program name first); returns the process exit code.
+/// In-process callers (the e2e crate) use this or [`crate::agent::run_agent`] directly.
+pub fn run<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match args.command {
+        Some(Command::Plan(plan)) => crate::plan::command::run(&plan),
+        None => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            if let Err(e) = koord_runtime::init_logging(args.agent.log_format, "info") {
+                eprintln!("koordlet: {e}");
+                return 2;
+            }
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("koordlet: cannot start the async runtime: {e}");
+                    return 1;
+                }
+            };
+            match runtime.block_on(crate::agent::run_agent(
+                args.agent,
+                koord_runtime::shutdown_signal(),
+            )) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!(error = %e, "koordlet failed");
+                    eprintln!("koordlet: {e}");
+                    1
+                }
+            }
+        }
     }
 }

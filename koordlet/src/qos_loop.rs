@@ -41,6 +41,23 @@ pub struct QosLoopConfig {
     pub collect_interval: Duration,
 }
 
+/// The node a round observes and acts on: cgroups and paths to read, the CPU topology, and the
+/// executor, evictor and metrics that carry the decisions out.
+pub struct QosEdges {
+    /// The node's cgroups.
+    pub cgroups: Arc<Cgroups>,
+    /// The kubelet's cgroup layout.
+    pub paths: KubeCgroupPaths,
+    /// The CPU topology, from [`crate::gather::read_topology`].
+    pub topology: Vec<CpuInfo>,
+    /// Applies the cgroup writes.
+    pub executor: Executor,
+    /// Evicts the picked pods.
+    pub evictor: Evictor,
+    /// The agent's metrics.
+    pub telemetry: Telemetry,
+}
+
 /// One QoS round's carried state and edges.
 pub struct QosLoop {
     config: QosLoopConfig,
@@ -84,18 +101,16 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
 }
 
 impl QosLoop {
-    /// Builds the round's state; `topology` comes from [`gather::read_topology`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        config: QosLoopConfig,
-        gates: FeatureGates,
-        cgroups: Arc<Cgroups>,
-        paths: KubeCgroupPaths,
-        topology: Vec<CpuInfo>,
-        executor: Executor,
-        evictor: Evictor,
-        telemetry: Telemetry,
-    ) -> Self {
+    /// Builds the round's state.
+    pub fn new(config: QosLoopConfig, gates: FeatureGates, edges: QosEdges) -> Self {
+        let QosEdges {
+            cgroups,
+            paths,
+            topology,
+            executor,
+            evictor,
+            telemetry,
+        } = edges;
         QosLoop {
             config,
             gates,

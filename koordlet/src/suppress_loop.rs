@@ -641,21 +641,22 @@ fn parse_error(path: &std::path::Path, what: &'static str, detail: &str) -> Syst
     SystemError::parse(path.to_path_buf(), ParseError::new(what, detail.to_owned()))
 }
 
-/// The agent's loop settings from its flags: `/proc/stat` for the node, the kubelet's
-/// `kubepods` and besteffort cgroups for the driver in use.
-pub fn spawn_config(
-    args: &crate::cli::AgentArgs,
+/// The agent's loop settings: tick `interval`, `dry_run`, `/proc/stat` for the node, the
+/// kubelet's `kubepods` and besteffort cgroups for the driver in use.
+pub fn node_config(
+    interval: Duration,
+    dry_run: bool,
     roots: &crate::system::SystemRoots,
     paths: &crate::system::KubeCgroupPaths,
-) -> Result<SuppressLoopConfig, SystemError> {
-    Ok(SuppressLoopConfig {
-        interval: args.suppress_interval,
-        dry_run: args.dry_run,
+) -> SuppressLoopConfig {
+    SuppressLoopConfig {
+        interval,
+        dry_run,
         fast: FastSuppressConfig::default(),
         node_counter: NodeCounter::ProcStat(roots.proc_file("stat")),
         kubepods: paths.kubepods_dir(),
         besteffort: paths.qos_dir(KubeQoSClass::BestEffort),
-    })
+    }
 }
 
 #[cfg(test)]

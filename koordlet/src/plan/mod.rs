@@ -5,6 +5,7 @@
 //! cgroup writes, evictions and each strategy's key numbers, from the same decision code as the
 //! live loop. With a cgroup root, each write also shows the value the file holds now.
 
+pub mod command;
 mod offline;
 
 use std::collections::BTreeSet;

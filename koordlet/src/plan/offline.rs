@@ -59,7 +59,7 @@ pub fn usage(
             let metric = app_metrics.iter().find(|m| m.name == app.name)?;
             Some(HostAppUsage {
                 name: app.name.clone(),
-                be: crate::gather::host_app_is_be(app),
+                be: koordlet_core::paths::host_app_is_be(app),
                 cpu_milli: amount(&metric.usage.resources, "cpu")? as f64,
             })
         })
