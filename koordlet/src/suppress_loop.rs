@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
+use koord_api::nodeslo::ResourceThresholdStrategy;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -41,6 +41,7 @@ use koordlet_core::strategies::cpuset::CpuList;
 use koordlet_core::strategies::fast_suppress::{
     CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
 };
+use koordlet_core::strategies::settle::{Settle, SettleStep, SuppressMode};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -148,28 +149,8 @@ pub struct SuppressLoop {
     scope: Option<Arc<CpusetScope>>,
     scope_available: usize,
     scope_updates: Option<watch::Receiver<Option<Arc<CpusetScope>>>>,
-    /// The policy whose "restore the other resource" plan has been applied.
-    settled: Option<Mode>,
-}
-
-/// Which suppress policy is in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Off,
-    Quota,
-    Cpuset,
-}
-
-impl Mode {
-    fn of(strategy: Option<&ResourceThresholdStrategy>) -> Mode {
-        match strategy.filter(|s| s.enable == Some(true)) {
-            None => Mode::Off,
-            Some(s) => match s.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) {
-                CpuSuppressPolicy::CfsQuota => Mode::Quota,
-                CpuSuppressPolicy::Cpuset => Mode::Cpuset,
-            },
-        }
-    }
+    /// Which policy's "restore the other resource" plan has been applied.
+    settle: Settle,
 }
 
 impl SuppressLoop {
@@ -234,7 +215,7 @@ impl SuppressLoop {
             scope: None,
             scope_available: 0,
             scope_updates: None,
-            settled: None,
+            settle: Settle::default(),
         })
     }
 
@@ -272,9 +253,7 @@ impl SuppressLoop {
         }
         self.scope = scope;
         // A new BE pod (or new pools) gets its cpuset at the next tick.
-        if self.settled == Some(Mode::Cpuset) {
-            self.settled = None;
-        }
+        self.settle.scope_changed();
     }
 
     fn cpuset_size(&mut self) -> Option<CpusetSize> {
@@ -345,8 +324,8 @@ impl SuppressLoop {
             let scope = rx.borrow_and_update().clone();
             self.set_cpuset_scope(scope);
         }
-        let mode = Mode::of(strategy);
-        if mode == Mode::Cpuset && self.scope.is_none() {
+        let mode = SuppressMode::of(strategy);
+        if mode == SuppressMode::Cpuset && self.scope.is_none() {
             if !self.warned_scope {
                 info!(
                     strategy = STRATEGY,
@@ -358,7 +337,7 @@ impl SuppressLoop {
             self.warned_scope = false;
         }
         let current = self.current_quota();
-        let cpus = if mode == Mode::Cpuset {
+        let cpus = if mode == SuppressMode::Cpuset {
             self.cpuset_size()
         } else {
             None
@@ -406,7 +385,7 @@ impl SuppressLoop {
                 );
                 let out = self.apply_plan(now, None, node, |_| true, "restore");
                 if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Off);
+                    self.settle.settled(SuppressMode::Off);
                 }
                 match out {
                     TickOutcome::WroteCpuset(_) => TickOutcome::Wrote(-1),
@@ -451,7 +430,7 @@ impl SuppressLoop {
                     );
                     let out = self.apply_plan(now, strategy, node, |_| true, direction);
                     if out != TickOutcome::Idle {
-                        self.settled = Some(Mode::Cpuset);
+                        self.settle.settled(SuppressMode::Cpuset);
                     }
                     out
                 }
@@ -459,41 +438,26 @@ impl SuppressLoop {
             },
             FastAction::Idle => TickOutcome::Idle,
         };
-        if outcome != TickOutcome::Idle || self.settled == Some(mode) || self.scope.is_none() {
-            return outcome;
-        }
         // Once per policy change (and per new BE pod under cpuset): restore what the policy
         // does not use, and under cpuset give every BE dir the chosen set.
-        match mode {
-            Mode::Off => {
-                let out = self.apply_plan(now, None, node, |_| true, "restore");
-                if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Off);
-                }
-                out
-            }
-            Mode::Quota => {
-                // The quota is the fast path's; take only the cpuset restore.
-                let out = self.apply_plan(
-                    now,
-                    strategy,
-                    node,
-                    |w| w.resource != CgroupResource::CpuCfsQuota,
-                    "restore",
-                );
-                if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Quota);
-                }
-                TickOutcome::Idle
-            }
-            Mode::Cpuset if self.fast.budget_milli().is_some() && cpus.is_some() => {
-                let out = self.apply_plan(now, strategy, node, |_| true, "decrease");
-                if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Cpuset);
-                }
-                out
-            }
-            Mode::Cpuset => TickOutcome::Idle,
+        let cpuset_known = self.fast.budget_milli().is_some() && cpus.is_some();
+        let acted = outcome != TickOutcome::Idle;
+        let Some(step) = self.settle.step(mode, acted, self.scope.is_some(), cpuset_known) else {
+            return outcome;
+        };
+        let direction = match step {
+            SettleStep::ApplyCpuset => "decrease",
+            SettleStep::RestoreAll | SettleStep::RestoreCpusets => "restore",
+        };
+        let plan_strategy = if step.with_strategy() { strategy } else { None };
+        let out = self.apply_plan(now, plan_strategy, node, |w| step.keeps(w), direction);
+        if out != TickOutcome::Idle {
+            self.settle.settled(step.mode());
+        }
+        match step {
+            // The quota is the fast path's: its tick stays idle.
+            SettleStep::RestoreCpusets => TickOutcome::Idle,
+            SettleStep::RestoreAll | SettleStep::ApplyCpuset => out,
         }
     }
 

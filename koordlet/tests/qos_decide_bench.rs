@@ -1,5 +1,5 @@
-//! How long each QoS decision takes for a node with many pods: the budget a fast path (issue 7:
-//! react within 200 ms) has to fit in. Ignored by default; run with
+//! How long each QoS decision takes for a node with many pods: the budget a fast path (LS spike
+//! to BE write within 200 ms) has to fit in. Ignored by default; run with
 //! `cargo test -p koordlet --release --test qos_decide_bench -- --ignored --nocapture`.
 //! Prints figures, asserts nothing about time.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report

@@ -2,7 +2,7 @@
 //! busy processes, in a `koord-test-<pid>-<n>` subtree removed on drop (also on panic).
 //!
 //! * `fast_loop_lowers_be_quota_after_ls_spike_and_restores_when_disabled` (quick, always run)
-//! * `fast_suppress_reaction_latency` (ignored: the issue 7 benchmark, ~3 min; run with
+//! * `fast_suppress_reaction_latency` (ignored: the reaction-latency benchmark, ~3 min; run with
 //!   `cargo test -p koordlet --test suppress_fast -- --ignored --nocapture`)
 //! * `fast_loop_confines_be_to_the_cpuset_after_ls_spike_and_restores` (policy cpuset, v1
 //!   `cpuset` controller too; always run)

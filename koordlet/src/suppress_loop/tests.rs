@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::*;
 use crate::system::CgroupLayout;
+use koord_api::nodeslo::CpuSuppressPolicy;
 
 struct Fake {
     _dir: tempfile::TempDir,

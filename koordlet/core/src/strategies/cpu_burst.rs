@@ -8,7 +8,7 @@
 //! the plan carries so the live loop can log which strategy was picked for each pod.
 //!
 //! Every plan is ordered so that the kernel never holds a burst above the quota (it rejects
-//! that with EINVAL, upstream #2326/#2778) and, on cgroup v1, never a container quota above its
+//! that with EINVAL; upstream's default burst percent hits it) and, on cgroup v1, never a container quota above its
 //! pod's: bursts that fit the current quota are lowered first, quotas move (decreasing
 //! containers, pod, increasing containers), then the remaining bursts are raised.
 

@@ -23,6 +23,7 @@ pub mod eviction;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
+pub mod settle;
 pub mod share_pool;
 // After the others: the fast path of cpu_suppress.
 pub mod fast_suppress;
