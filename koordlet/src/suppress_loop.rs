@@ -183,8 +183,14 @@ impl SuppressLoop {
                 CgroupVersion::V2 => CounterKind::CpuMax,
             },
         );
+        // The CPUs BE can use: on v2 the kubelet leaves besteffort's `cpuset.cpus` empty, which
+        // means "the parent's", so only the effective set counts them.
+        let be_cpus = match version {
+            CgroupVersion::V1 => CgroupResource::CpusetCpus,
+            CgroupVersion::V2 => CgroupResource::CpusetCpusEffective,
+        };
         let be_cpuset = CounterFile::new(
-            cgroups.file_path(CgroupResource::CpusetCpus, &config.besteffort)?,
+            cgroups.file_path(be_cpus, &config.besteffort)?,
             CounterKind::CpuList,
         );
         let executor = Executor::new(
@@ -478,7 +484,12 @@ impl SuppressLoop {
         };
         let mut be = scope.be.clone();
         be.besteffort.cfs_quota_us = self.current_quota();
-        be.besteffort.cpuset = self.cgroups.cpuset_cpus(&be.besteffort.dir).ok();
+        be.besteffort.cpuset = match self.cgroups.version() {
+            CgroupVersion::V1 => self.cgroups.cpuset_cpus(&be.besteffort.dir),
+            // An empty v2 `cpuset.cpus` is the parent's set, not "no CPUs".
+            CgroupVersion::V2 => self.cgroups.effective_cpus(&be.besteffort.dir),
+        }
+        .ok();
         let plan = self.fast.full_plan(strategy, node, &be, &scope.pools);
         if !plan.reason.is_empty() {
             warn!(strategy = STRATEGY, reason = %plan.reason, "cpu suppress: plan incomplete");

@@ -298,3 +298,67 @@ fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
         assert_eq!(cpuset(d), "0-7", "{d}");
     }
 }
+
+/// On v2 the kubelet leaves besteffort's `cpuset.cpus` empty ("the parent's set"): the loop
+/// counts BE's CPUs from `cpuset.cpus.effective`. Counted from `cpuset.cpus`, BE on every CPU
+/// looked like BE on none, and a needed shrink was taken for a (rate-limited) increase.
+#[test]
+fn v2_cpuset_policy_counts_the_effective_set() {
+    use koordlet_core::strategies::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
+    use koordlet_core::strategies::cpuset::CpuInfo;
+    let f = Fake::new(CgroupVersion::V2);
+    let cpus_file = f.root.join("kubepods/besteffort/cpuset.cpus");
+    let kubelet_recreates_besteffort = || {
+        f.put("", "kubepods/besteffort", "cpuset.cpus", "\n");
+        f.put("", "kubepods/besteffort", "cpuset.cpus.effective", "0-7\n");
+    };
+    kubelet_recreates_besteffort();
+    let scope = CpusetScope {
+        be: BeCgroups {
+            besteffort: CgroupState {
+                dir: CgroupDir::new("kubepods/besteffort").unwrap(),
+                ..Default::default()
+            },
+            pods: vec![],
+        },
+        pools: CpuPools {
+            topology: (0..8)
+                .map(|cpu| CpuInfo {
+                    cpu,
+                    core: cpu / 2,
+                    socket: 0,
+                    node: 0,
+                })
+                .collect(),
+            ..Default::default()
+        },
+        host_apps: vec![],
+    };
+    let mut l = f.fast_loop(false);
+    l.set_cpuset_scope(Some(Arc::new(scope)));
+    let s = ResourceThresholdStrategy {
+        cpu_suppress_threshold_percent: Some(100),
+        cpu_suppress_policy: Some(CpuSuppressPolicy::Cpuset),
+        ..strategy()
+    };
+    let node = NodeCpu {
+        capacity_milli: 8000,
+        reserved_milli: 0,
+    };
+    let t0 = Instant::now();
+    assert_eq!(l.tick(t0, Some(&s), node), TickOutcome::Idle);
+    // An idle node: the policy's first round gives BE every CPU.
+    f.set_usage(10, 10, 0);
+    assert_eq!(
+        l.tick(t0 + Duration::from_millis(100), Some(&s), node),
+        TickOutcome::WroteCpuset(8)
+    );
+    // besteffort recreated (empty cpuset.cpus, every CPU effective), then LS takes 7 cores:
+    // BE must shrink now.
+    kubelet_recreates_besteffort();
+    f.set_usage(710, 710, 0);
+    let out = l.tick(t0 + Duration::from_millis(200), Some(&s), node);
+    assert!(matches!(out, TickOutcome::WroteCpuset(n) if n < 8), "{out:?}");
+    let cpus = std::fs::read_to_string(&cpus_file).unwrap();
+    assert_ne!(cpus.trim(), "", "BE narrowed");
+}
