@@ -286,34 +286,25 @@ pub fn decide(input: &CpuEvictInput<'_>) -> CpuEvictPlan {
     plan.release_milli = release;
     let selection = select_victims(input.pods, release as f64, request_of, usage_per_request);
     plan.in_flight_milli = selection.in_flight as i64;
-    let (picks, in_flight, released) = (selection.picks, selection.in_flight, selection.released);
-    plan.released_milli = released as i64;
-    plan.action = if picks.is_empty() {
+    plan.released_milli = selection.released as i64;
+    plan.action = if selection.picks.is_empty() {
         CpuEvictAction::CoveredInFlight
     } else {
         CpuEvictAction::Evict
     };
-    if picks.is_empty() && in_flight < release as f64 {
-        plan.reason = "no BE pod left to evict".into();
+    if let Some(why) = selection.shortfall(release as f64) {
+        plan.reason = why.into();
     }
-    plan.evictions = picks
-        .into_iter()
-        .map(|p| EvictionPick {
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-            strategy: STRATEGY,
-            reason: REASON,
-            message: format!(
-                "BE CPU satisfaction {satisfaction:.2} <= {:.2} with BE usage {:.0}% of its limit, \
-                 release {release}m batch-cpu; pod requests {}m and uses {:.0}m",
-                t.lower,
-                usage_ratio * 100.0,
-                p.batch_cpu_request_milli,
-                p.cpu_usage_milli.unwrap_or(0.0)
-            ),
-        })
-        .collect();
+    plan.evictions = selection.evictions(STRATEGY, REASON, |p| {
+        format!(
+            "BE CPU satisfaction {satisfaction:.2} <= {:.2} with BE usage {:.0}% of its limit, \
+             release {release}m batch-cpu; pod requests {}m and uses {:.0}m",
+            t.lower,
+            usage_ratio * 100.0,
+            p.batch_cpu_request_milli,
+            p.cpu_usage_milli.unwrap_or(0.0)
+        )
+    });
     plan
 }
 

@@ -65,6 +65,34 @@ pub(crate) struct Selection<'a> {
     pub released: f64,
 }
 
+impl Selection<'_> {
+    /// Why nothing was picked although what pods in flight free does not cover `target`.
+    pub fn shortfall(&self, target: f64) -> Option<&'static str> {
+        (self.picks.is_empty() && self.in_flight < target).then_some("no BE pod left to evict")
+    }
+
+    /// The picks as plan entries of `strategy` with the Event `reason`; `message` gives each
+    /// pick's numbers.
+    pub fn evictions(
+        &self,
+        strategy: &'static str,
+        reason: &'static str,
+        message: impl Fn(&EvictCandidate) -> String,
+    ) -> Vec<EvictionPick> {
+        self.picks
+            .iter()
+            .map(|p| EvictionPick {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+                strategy,
+                reason,
+                message: message(p),
+            })
+            .collect()
+    }
+}
+
 /// The victim selection both eviction strategies share: BE pods that may be picked, ordered by
 /// priority ascending, then `busiest` descending, then identity; picked until what they `free`
 /// (plus what pods in flight free) covers `target`.

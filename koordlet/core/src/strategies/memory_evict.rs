@@ -141,31 +141,22 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
     plan.release_bytes = release;
     let selection = select_victims(input.pods, release as f64, memory_of, memory_of);
     plan.in_flight_bytes = selection.in_flight as u64;
-    let (picks, in_flight, released) = (selection.picks, selection.in_flight, selection.released);
-    plan.released_bytes = released as u64;
-    plan.action = if picks.is_empty() {
+    plan.released_bytes = selection.released as u64;
+    plan.action = if selection.picks.is_empty() {
         MemoryEvictAction::CoveredInFlight
     } else {
         MemoryEvictAction::Evict
     };
-    if picks.is_empty() && in_flight < release as f64 {
-        plan.reason = "no BE pod left to evict".into();
+    if let Some(why) = selection.shortfall(release as f64) {
+        plan.reason = why.into();
     }
-    plan.evictions = picks
-        .into_iter()
-        .map(|p| EvictionPick {
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-            strategy: STRATEGY,
-            reason: REASON,
-            message: format!(
-                "node memory usage {usage_percent}% >= threshold {threshold}%, release {release} bytes \
-                 down to {lower}%; pod memory usage {} bytes",
-                p.memory_usage_bytes.unwrap_or(0)
-            ),
-        })
-        .collect();
+    plan.evictions = selection.evictions(STRATEGY, REASON, |p| {
+        format!(
+            "node memory usage {usage_percent}% >= threshold {threshold}%, release {release} bytes \
+             down to {lower}%; pod memory usage {} bytes",
+            p.memory_usage_bytes.unwrap_or(0)
+        )
+    });
     plan
 }
 
