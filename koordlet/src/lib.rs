@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod command;
 pub mod evictor;
 pub mod executor;
 pub mod gather;
@@ -27,4 +28,4 @@ pub mod suppress_loop;
 pub mod system;
 pub mod telemetry;
 
-pub use cli::run;
+pub use command::run;
