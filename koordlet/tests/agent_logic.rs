@@ -13,7 +13,7 @@ use koordlet::metrics::{MetricKind, MetricTime, SeriesKey};
 use koordlet::plan::{PlanOptions, parse_input, plan};
 use koordlet::report::{ReportInput, build_status};
 use koordlet::states::{
-    NodeMetricSettings, PodMeta, PodsOutcome, Snapshot, StatesError, merge_pods, parse_kubelet_pods,
+    NodeMetricSettings, PodMeta, PodsOutcome, Snapshot, merge_pods, parse_kubelet_pods, sources,
 };
 use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups, KubeCgroupPaths};
 use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
@@ -54,7 +54,10 @@ fn kubelet_empty_or_failed_answer_keeps_the_previous_list() {
     let (kept, outcome) = merge_pods(&pods, parse_kubelet_pods(br#"{"items":null}"#));
     assert_eq!(outcome, PodsOutcome::KeptEmptyAnswer);
     assert_eq!(kept.len(), 1);
-    let (kept, outcome) = merge_pods(&pods, Err(StatesError::Request("connection refused".into())));
+    let refused = sources::kubelet_client("not a url", None)
+        .map(|_| ())
+        .unwrap_err();
+    let (kept, outcome) = merge_pods(&pods, Err(refused));
     assert!(matches!(outcome, PodsOutcome::KeptOnError(_)));
     assert_eq!(kept.len(), 1);
     assert!(parse_kubelet_pods(b"<html>").is_err());

@@ -40,9 +40,21 @@ pub enum StatesError {
     /// The body is not a PodList.
     #[error("kubelet /pods answer is not a PodList: {0}")]
     BadPodList(#[from] serde_json::Error),
-    /// The request failed.
+    /// The kubelet URL does not parse.
+    #[error("kubelet /pods request failed: bad kubelet url {url:?}: {source}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The request could not be built.
     #[error("kubelet /pods request failed: {0}")]
-    Request(String),
+    BuildRequest(#[source] http::Error),
+    /// The client could not be built or the request failed.
+    #[error("kubelet /pods request failed: {0}")]
+    Request(#[source] kube::Error),
 }
 
 /// Parses a kubelet `/pods` body. Never panics on any bytes.
