@@ -13,6 +13,7 @@
 //! - [`suppress_loop`]: the 50 ms fast loop of CPU suppress on a few node-level counters.
 //! - [`states`]: the node's Node, Pods, NodeSLO and NodeMetric spec as one snapshot.
 
+pub mod act;
 pub mod agent;
 pub mod cli;
 pub mod command;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, watch};
 use tracing::info;
 
+use crate::act;
 use crate::evictor::Evictor;
 use crate::executor::Executor;
 use crate::gather;
@@ -254,22 +255,20 @@ impl QosLoop {
         if let Some(round) = &plan.be_limits_round
             && !round.has_no_writes()
         {
-            let report = self.executor.apply_refs(round.writes(), Instant::now());
-            self.telemetry.record_apply(be_limits::STRATEGY, &report);
+            act::apply_run(
+                &mut self.executor,
+                Some(&self.telemetry),
+                be_limits::STRATEGY,
+                round.writes(),
+                Instant::now(),
+            );
         }
-        let mut start = 0;
-        while start < plan.writes.len() {
-            let strategy = &plan.writes[start].strategy;
-            let end = plan.writes[start..]
-                .iter()
-                .position(|w| w.strategy != *strategy)
-                .map_or(plan.writes.len(), |n| start + n);
-            let report = self
-                .executor
-                .apply_refs(plan.writes[start..end].iter(), Instant::now());
-            self.telemetry.record_apply(strategy, &report);
-            start = end;
-        }
+        act::apply_in_plan_order(
+            &mut self.executor,
+            Some(&self.telemetry),
+            &plan.writes,
+            Instant::now(),
+        );
         self.telemetry
             .unsupported
             .set(i64::try_from(self.cgroups.unsupported_reported()).unwrap_or(i64::MAX));

@@ -530,17 +530,17 @@ impl SuppressLoop {
         direction: &str,
         failure: &str,
     ) -> ApplyReport {
-        let report = self.executor.apply(writes, now);
+        let telemetry = self.metrics.as_ref().map(|m| &m.telemetry);
+        let report = crate::act::apply_run(&mut self.executor, telemetry, STRATEGY, &writes, now);
         for f in &report.errors {
             warn!(strategy = STRATEGY, error = %f.error, "{failure}");
         }
-        if let Some(m) = &self.metrics {
-            m.telemetry.record_apply(STRATEGY, &report);
-            if !report.changes.is_empty() {
-                m.writes
-                    .get_or_create(&vec![("direction".to_string(), direction.to_string())])
-                    .inc();
-            }
+        if let Some(m) = &self.metrics
+            && !report.changes.is_empty()
+        {
+            m.writes
+                .get_or_create(&vec![("direction".to_string(), direction.to_string())])
+                .inc();
         }
         report
     }
