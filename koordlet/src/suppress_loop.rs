@@ -34,7 +34,6 @@ use crate::system::proc_stat::USER_HZ;
 use crate::system::{
     CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, ParseError, SystemError,
 };
-use crate::telemetry::Telemetry;
 use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::cpu_suppress::STRATEGY;
 use koordlet_core::strategies::cpuset::CpuList;
@@ -42,15 +41,13 @@ use koordlet_core::strategies::fast_suppress::{
     CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
 };
 use koordlet_core::strategies::settle::{Settle, SettleStep, SuppressMode};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 
 mod counters;
+mod metrics;
 mod node_cpu;
 
 use counters::{CounterFile, CounterKind};
+pub use metrics::SuppressMetrics;
 pub use node_cpu::node_cpu;
 
 /// Where the node's busy time comes from.
@@ -77,40 +74,6 @@ pub struct SuppressLoopConfig {
     pub kubepods: CgroupDir,
     /// The `besteffort` QoS cgroup.
     pub besteffort: CgroupDir,
-}
-
-/// The loop's Prometheus metrics (`koordlet_` prefix), plus the agent's shared ones.
-#[derive(Debug, Clone)]
-pub struct SuppressMetrics {
-    /// `cpu_suppress_writes{direction}`: besteffort quota changes (`decrease`, `increase`,
-    /// `restore`).
-    pub writes: Family<Vec<(String, String)>, Counter>,
-    /// `be_cpu_suppress_budget_milli`: the BE budget of the last tick, −1 when suppress is off.
-    pub budget_milli: Gauge,
-    /// The agent's metrics (`cgroup_writes{strategy="cpu_suppress"}`).
-    pub telemetry: Telemetry,
-}
-
-impl SuppressMetrics {
-    /// Creates and registers the loop's metrics.
-    pub fn register(registry: &mut Registry, telemetry: Telemetry) -> Self {
-        let m = SuppressMetrics {
-            writes: Family::default(),
-            budget_milli: Gauge::default(),
-            telemetry,
-        };
-        registry.register(
-            "cpu_suppress_writes",
-            "Besteffort CPU quota changes made by the fast suppress loop, by direction",
-            m.writes.clone(),
-        );
-        registry.register(
-            "be_cpu_suppress_budget_milli",
-            "BE CPU budget of the fast suppress loop's last tick in milli-cores (-1: suppress off)",
-            m.budget_milli.clone(),
-        );
-        m
-    }
 }
 
 /// What one tick did (for tests and the benchmark).
