@@ -4,7 +4,9 @@ use std::path::Path;
 
 use super::*;
 use crate::system::CgroupLayout;
+use crate::telemetry::Telemetry;
 use koord_api::nodeslo::CpuSuppressPolicy;
+use prometheus_client::registry::Registry;
 
 struct Fake {
     _dir: tempfile::TempDir,
