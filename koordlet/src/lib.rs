@@ -30,3 +30,5 @@ pub mod system;
 pub mod telemetry;
 
 pub use command::run;
+/// Feature gates are the agent's flag vocabulary too (`--feature-gates`); they live in the core.
+pub use koordlet_core::features;
