@@ -7,35 +7,15 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
-use super::object::{meta_str, now_rfc3339};
+use super::object::{label_namespace_name, meta_str, now_rfc3339};
 use super::resource::{GroupResource, ResourceInfo, info_from_crd};
 use super::server::ApiServer;
 
-/// Parse a Kubernetes quantity (`100m`, `1Gi`, `2`) to a number (cores or bytes).
+/// Parse a Kubernetes quantity (`100m`, `1Gi`, `2`) to a number (cores or bytes), with the
+/// api's grammar (every form the real API server accepts).
 pub fn parse_quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        s if s.starts_with('e') || s.starts_with('E') => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * mult)
+    let nanos = koord_api::ExactQuantity::parse(q.trim()).ok()?.nanos();
+    Some(nanos as f64 / 1e9)
 }
 
 fn quantity_of(res: Option<&Value>, name: &str) -> Option<f64> {
@@ -88,30 +68,6 @@ fn set(obj: &mut Value, pointer: &str, value: Value) {
         cur = m.entry(seg.to_string()).or_insert(Value::Null);
     }
     *cur = value;
-}
-
-/// Label every Namespace carries on a real API server (since 1.21), which namespace selectors
-/// of webhook configurations rely on.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// Sets `kubernetes.io/metadata.name` to the namespace's name, as the API server does.
-pub fn label_namespace_name(obj: &mut Value) {
-    let Some(name) = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return;
-    };
-    if obj
-        .pointer("/metadata/labels")
-        .is_none_or(|labels| !labels.is_object())
-    {
-        set(obj, "/metadata/labels", json!({}));
-    }
-    if let Some(labels) = obj.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
-        labels.insert(NAMESPACE_NAME_LABEL.to_string(), json!(name));
-    }
 }
 
 fn set_default(obj: &mut Value, pointer: &str, value: Value) {

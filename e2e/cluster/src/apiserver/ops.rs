@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::Operation;
+use super::admission::matching::Operation;
 use super::error::{ApiError, ApiResult};
 use super::kinds;
 use super::object::{

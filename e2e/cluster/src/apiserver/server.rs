@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::object::prepare_create;
+use super::object::{label_namespace_name, prepare_create};
 use super::resource::{GroupResource, Registry};
 use super::store::Store;
 
@@ -39,7 +39,7 @@ impl ApiServer {
         if let Some(info) = registry.get(&GroupResource::new("", "namespaces")) {
             for ns in DEFAULT_NAMESPACES {
                 let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}});
-                super::kinds::label_namespace_name(&mut obj);
+                label_namespace_name(&mut obj);
                 if prepare_create(&info, None, &mut obj).is_ok() {
                     let _ = server
                         .store

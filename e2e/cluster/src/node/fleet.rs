@@ -546,7 +546,7 @@ fn apply(
                         .map(|c| (c.dir.clone(), c.processes.usage()))
                 })
                 .collect();
-            if let Err(err) = fake.write(&node.cgroups, &sample) {
+            if let Err(err) = fake.write(node.cgroups.cgroup_root(), &sample) {
                 tracing::warn!(node = %node.spec.name, %err, "fake cgroup usage not written");
             }
         }
