@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_testcluster::{ClusterOptions, EvictionApi, TestCluster};
-use koordlet::qos::eviction::EvictionPick;
-use koordlet::qos::evictor::{EvictOutcome, EvictionVersion, Evictor, discover_eviction_version};
+use koordlet::evictor::{EvictOutcome, EvictionVersion, Evictor, discover_eviction_version};
 use koordlet::states::PodMeta;
 use koordlet::telemetry::Telemetry;
+use koordlet_core::strategies::eviction::EvictionPick;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -25,7 +25,7 @@ async fn cluster(api: EvictionApi) -> (TestCluster, kube::Client) {
     .await
     .unwrap();
     // As the agent builds it: no client-side retry of 429s.
-    let client = koordlet::qos::evictor::no_retry_client(cluster.kube_config()).unwrap();
+    let client = koordlet::evictor::no_retry_client(cluster.kube_config()).unwrap();
     (cluster, client)
 }
 
