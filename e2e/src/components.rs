@@ -81,18 +81,21 @@ pub enum ComponentError {
         /// clap's message.
         message: String,
     },
-    /// The kubeconfig for the components could not be written.
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(String),
-    /// No client for the cluster.
-    #[error("cluster client: {0}")]
-    Client(String),
+    /// The temp dir for the components' kubeconfig could not be made.
+    #[error("kubeconfig dir: {0}")]
+    KubeconfigDir(#[source] std::io::Error),
+    /// The embedded cluster refused (kubeconfig, client, applying an object).
+    #[error(transparent)]
+    Cluster(#[from] koord_testcluster::ClusterError),
     /// The webhook server did not start.
     #[error("webhook: {0}")]
-    Webhook(String),
-    /// Registering the webhook configurations failed.
+    Webhook(#[from] koord_webhook::serve::ServeError),
+    /// The webhook's caches did not sync in time.
+    #[error("webhook: caches not synced within {0:?}")]
+    WebhookCaches(std::time::Duration),
+    /// Preparing the webhook's namespace or reading its CA failed.
     #[error("webhook configurations: {0}")]
-    WebhookConfig(String),
+    WebhookConfig(#[from] webhook_config::WebhookConfigError),
     /// No free loopback port for a koordlet's health endpoint.
     #[error("koordlet health port: {0}")]
     Port(std::io::Error),
@@ -135,11 +138,9 @@ impl Components {
         let kubeconfig = tempfile::Builder::new()
             .prefix("koord-components-")
             .tempdir()
-            .map_err(|e| ComponentError::Kubeconfig(e.to_string()))?;
+            .map_err(ComponentError::KubeconfigDir)?;
         let kubeconfig_path = kubeconfig.path().join("kubeconfig");
-        cluster
-            .write_kubeconfig(&kubeconfig_path)
-            .map_err(|e| ComponentError::Kubeconfig(e.to_string()))?;
+        cluster.write_kubeconfig(&kubeconfig_path)?;
         let mut components = Components {
             stop: CancellationToken::new(),
             tasks: Vec::new(),
@@ -205,9 +206,7 @@ impl Components {
             component: "koord-manager",
             message: e.to_string(),
         })?;
-        let client = cluster
-            .client()
-            .map_err(|e| ComponentError::Client(e.to_string()))?;
+        let client = cluster.client()?;
         let stop = self.stop.clone();
         let handle = tokio::spawn(async move {
             let shutdown = async move { stop.cancelled().await };
@@ -240,40 +239,28 @@ impl Components {
             component: "koord-webhook",
             message: e.to_string(),
         })?;
-        let client = cluster
-            .client()
-            .map_err(|e| ComponentError::Client(e.to_string()))?;
-        webhook_config::ensure_namespace(cluster, &cli.server.namespace)
-            .await
-            .map_err(ComponentError::WebhookConfig)?;
+        let client = cluster.client()?;
+        webhook_config::ensure_namespace(cluster, &cli.server.namespace).await?;
         // The admission metrics registry is not served in-process (no admin endpoint: `start`
         // only runs the HTTPS server); it lives as long as this call.
         let mut registry = prometheus_client::registry::Registry::default();
-        let running = koord_webhook::serve::start(&cli.server, client.clone(), &mut registry)
-            .await
-            .map_err(|e| ComponentError::Webhook(e.to_string()))?;
+        let running = koord_webhook::serve::start(&cli.server, client.clone(), &mut registry).await?;
         cluster.register_service(&cli.server.namespace, &cli.server.service_name, running.addr);
         self.webhook_addr = Some(running.addr);
         let synced = tokio::time::timeout(WEBHOOK_READY_TIMEOUT, running.caches_synced()).await;
         self.webhook = Some(running);
         if synced.is_err() {
-            return Err(ComponentError::Webhook(format!(
-                "caches not synced within {WEBHOOK_READY_TIMEOUT:?}"
-            )));
+            return Err(ComponentError::WebhookCaches(WEBHOOK_READY_TIMEOUT));
         }
-        let ca_bundle = webhook_config::ca_bundle(client, &cli.server.namespace, &cli.server.secret_name)
-            .await
-            .map_err(ComponentError::WebhookConfig)?;
+        let ca_bundle =
+            webhook_config::ca_bundle(client, &cli.server.namespace, &cli.server.secret_name).await?;
         let target = webhook_config::Target {
             namespace: cli.server.namespace.clone(),
             service: cli.server.service_name.clone(),
             ca_bundle,
         };
         for object in webhook_config::configurations(&target) {
-            cluster
-                .apply_object(object)
-                .await
-                .map_err(|e| ComponentError::WebhookConfig(e.to_string()))?;
+            cluster.apply_object(object).await?;
         }
         tracing::info!(addr = ?self.webhook_addr, "koord-webhook started and registered");
         Ok(())

@@ -120,36 +120,72 @@ pub fn configurations(target: &Target) -> [Value; 2] {
     ]
 }
 
+/// Why the webhook's namespace or CA could not be prepared or read.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookConfigError {
+    /// The embedded cluster refused a request.
+    #[error(transparent)]
+    Cluster(#[from] koord_testcluster::ClusterError),
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was attempted.
+        what: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The webhook's Secret holds no CA.
+    #[error("Secret {namespace}/{name} has no {CA_KEY}")]
+    NoCa {
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+    },
+}
+
 /// Creates `namespace` when missing (the webhook keeps its Secret there).
-pub async fn ensure_namespace(cluster: &TestCluster, namespace: &str) -> Result<(), String> {
-    let client = cluster.client().map_err(|e| e.to_string())?;
+pub async fn ensure_namespace(cluster: &TestCluster, namespace: &str) -> Result<(), WebhookConfigError> {
+    let client = cluster.client()?;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
-    if namespaces
+    let existing = namespaces
         .get_opt(namespace)
         .await
-        .map_err(|e| e.to_string())?
-        .is_some()
-    {
+        .map_err(|source| WebhookConfigError::Api {
+            what: format!("reading Namespace {namespace}"),
+            source,
+        })?;
+    if existing.is_some() {
         return Ok(());
     }
     cluster
         .apply_object(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } }))
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+        .await?;
+    Ok(())
 }
 
 /// The CA the webhook stored in its Secret (Secret mode).
-pub async fn ca_bundle(client: kube::Client, namespace: &str, name: &str) -> Result<Vec<u8>, String> {
+pub async fn ca_bundle(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<u8>, WebhookConfigError> {
     let secret = Api::<Secret>::namespaced(client, namespace)
         .get(name)
         .await
-        .map_err(|e| format!("reading Secret {namespace}/{name}: {e}"))?;
+        .map_err(|source| WebhookConfigError::Api {
+            what: format!("reading Secret {namespace}/{name}"),
+            source,
+        })?;
     secret
         .data
         .and_then(|mut data| data.remove(CA_KEY))
         .map(|bytes| bytes.0)
-        .ok_or_else(|| format!("Secret {namespace}/{name} has no {CA_KEY}"))
+        .ok_or_else(|| WebhookConfigError::NoCa {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
 }
 
 /// Deletes both configurations (best effort, logged).

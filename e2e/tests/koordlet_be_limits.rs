@@ -9,11 +9,8 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use koord_e2e::components::{Components, Selection};
 use koord_testcluster::node::CgroupMode;
-use kube::Api;
-use kube::api::PostParams;
 use serde_json::json;
 
 fn read(path: &Path) -> Option<String> {
@@ -23,7 +20,6 @@ fn read(path: &Path) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn koordlet_sets_be_pod_cgroups_from_batch_resources_on_real_cgroups() {
     let cluster = common::cluster().await;
-    let client = cluster.client().unwrap();
     let nodes = common::nodes(&cluster, 1).await;
     if let CgroupMode::Fake { reason } = nodes.cgroup_tree().mode() {
         // The fake cgroupfs would accept any write: nothing real to check.
@@ -31,32 +27,14 @@ async fn koordlet_sets_be_pod_cgroups_from_batch_resources_on_real_cgroups() {
         return;
     }
     let node = nodes.nodes()[0].clone();
-    let ns = common::unique("batch");
-    cluster
-        .apply_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let batch = json!({"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"});
     let limits = json!({"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "256Mi"});
-    let pod: Pod = serde_json::from_value(json!({
+    let (_, uid) = common::running_pod(&cluster, "batch", json!({
         "metadata": {"name": "be", "labels": {"koordinator.sh/qosClass": "BE"},
                      "annotations": {"sim.koordinator.sh/cpu-load": "0.2", "sim.koordinator.sh/memory": "32Mi"}},
         "spec": {"priorityClassName": "koord-batch", "containers": [{"name": "main", "image": "busybox",
             "resources": {"requests": batch, "limits": limits}}]}
     }))
-    .unwrap();
-    let uid = pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
-    common::wait_for("BE pod Running", Duration::from_secs(30), async || {
-        let pod = pods.get("be").await.ok()?;
-        (pod.status?.phase.as_deref() == Some("Running")).then_some(())
-    })
     .await;
 
     let pod_cpu = node.cgroup_root.join(format!("cpu/kubepods/besteffort/pod{uid}"));

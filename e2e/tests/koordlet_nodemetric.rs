@@ -14,13 +14,11 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use koord_api::NodeMetric;
 use koord_e2e::components::{Components, Selection};
 use koord_testcluster::node::CgroupMode;
 use koord_testcluster::node::quantity::parse_milli;
 use kube::Api;
-use kube::api::PostParams;
 use serde_json::json;
 
 const CPU_LOAD: f64 = 0.5;
@@ -68,31 +66,13 @@ async fn koordlet_keeps_nodemetric_status_fresh_and_right_on_real_cgroups() {
     let node = nodes.nodes()[0].clone();
     let _cpu = common::cpu_lock().await;
 
-    let ns = common::unique("burn");
-    cluster
-        .apply_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod: Pod = serde_json::from_value(json!({
+    let (ns, uid) = common::running_pod(&cluster, "burn", json!({
         "metadata": {"name": "burner", "annotations": {
             "sim.koordinator.sh/cpu-load": CPU_LOAD.to_string(),
             "sim.koordinator.sh/memory": format!("{MEMORY_MIB}Mi")}},
         "spec": {"containers": [{"name": "main", "image": "busybox",
             "resources": {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "256Mi"}}}]}
     }))
-    .unwrap();
-    let uid = pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
-    common::wait_for("burner Running", Duration::from_secs(30), async || {
-        let pod = pods.get("burner").await.ok()?;
-        (pod.status?.phase.as_deref() == Some("Running")).then_some(())
-    })
     .await;
     let pod_cpuacct = node
         .cgroup_root

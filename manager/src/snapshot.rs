@@ -70,7 +70,7 @@ struct Reservation {
 }
 
 /// The number of CPUs in a cpuset list such as `0-5,8,10-11`.
-pub fn cpuset_size(list: &str) -> Result<i64, String> {
+fn cpuset_size(list: &str) -> Result<i64, String> {
     let mut count = 0i64;
     for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let parse = |s: &str| {

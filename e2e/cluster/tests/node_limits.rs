@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_test_support::wait_for;
-use koord_testcluster::node::{CgroupMode, FleetConfig, NodeSpec, SimulatedNodes};
+use koord_testcluster::node::CgroupMode;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
@@ -39,13 +39,7 @@ fn container(name: &str, requests: Value, limits: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_cgroup_limits_on_real_cgroups() {
     let (_cluster, client, ns) = common::cluster_with_namespace().await;
-    let node_name = common::unique("sim");
-    let spec = NodeSpec::new(&node_name)
-        .with_resource("kubernetes.io/batch-cpu", "4000")
-        .with_resource("kubernetes.io/batch-memory", "4Gi");
-    let nodes = SimulatedNodes::start(client.clone(), vec![spec], FleetConfig::default())
-        .await
-        .unwrap();
+    let (node_name, nodes) = common::one_node(&client).await;
     if let CgroupMode::Fake { reason } = nodes.cgroup_tree().mode() {
         println!("skipped: real cgroups not usable ({reason})");
         return;

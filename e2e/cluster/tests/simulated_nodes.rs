@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_test_support::wait_for;
-use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
+
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
@@ -35,13 +35,7 @@ fn http_get(url: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_is_bound_runs_is_listed_and_stops_on_delete() {
     let (_cluster, client, ns) = common::cluster_with_namespace().await;
-    let node_name = common::unique("sim");
-    let spec = NodeSpec::new(&node_name)
-        .with_resource("kubernetes.io/batch-cpu", "4000")
-        .with_resource("kubernetes.io/batch-memory", "4Gi");
-    let nodes = SimulatedNodes::start(client.clone(), vec![spec], FleetConfig::default())
-        .await
-        .unwrap();
+    let (node_name, nodes) = common::one_node(&client).await;
     let run_dirs = nodes.cgroup_tree().run_dirs().to_vec();
     println!("cgroup mode: {:?}", nodes.cgroup_tree().mode());
 

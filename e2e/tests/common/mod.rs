@@ -63,6 +63,41 @@ pub async fn nodes(cluster: &TestCluster, count: usize) -> SimulatedNodes {
     nodes
 }
 
+/// Creates `pod` (JSON) in a fresh namespace named after `namespace_prefix` and waits until it
+/// is Running: the namespace and the pod's uid.
+pub async fn running_pod(
+    cluster: &TestCluster,
+    namespace_prefix: &str,
+    pod: serde_json::Value,
+) -> (String, String) {
+    let namespace = unique(namespace_prefix);
+    cluster
+        .apply_object(
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await
+        .unwrap();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(cluster.client().unwrap(), &namespace);
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod).unwrap();
+    let name = pod.metadata.name.clone().unwrap();
+    let created = pods
+        .create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_for(
+        &format!("pod {name} Running"),
+        Duration::from_secs(30),
+        async || {
+            let pod = pods.get(&name).await.ok()?;
+            (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+        },
+    )
+    .await;
+    (namespace, uid)
+}
+
 /// Creates `pod` until the webhook has mutated it into QoS BE, deleting each attempt it did not
 /// mutate: the webhook learns about a new ClusterColocationProfile through its watch.
 pub async fn create_until_mutated_to_be(

@@ -118,7 +118,7 @@ pub fn mutate_pod(
     for profile in &profiles {
         let pod_labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
         if let Err(reason) = profile.selects(pod_labels, namespace_labels.as_ref()) {
-            outcomes.push(outcome(profile, false, reason));
+            outcomes.push(outcome(profile, false, reason.to_string()));
             continue;
         }
         skip_resources |= profile.skip_update_resources;

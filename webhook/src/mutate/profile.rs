@@ -30,6 +30,23 @@ struct ProfileObject {
     spec: ProfileSpec,
 }
 
+/// Why a profile does not select a pod (the reason in the mutation's explanation).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotSelected {
+    /// One of the profile's selectors does not parse: it never matches.
+    #[error("invalid {0}; the profile never matches")]
+    InvalidSelector(#[source] ProfileError),
+    /// The profile has a namespaceSelector and the pod's Namespace is not known.
+    #[error("the pod's Namespace is unknown, so spec.namespaceSelector cannot match")]
+    NamespaceUnknown,
+    /// The namespaceSelector does not match.
+    #[error("spec.namespaceSelector does not match the Namespace labels")]
+    Namespace,
+    /// The selector does not match the pod's labels.
+    #[error("spec.selector does not match the pod labels")]
+    Pod,
+}
+
 /// Why a profile cannot be used as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
@@ -107,27 +124,19 @@ impl CompiledProfile {
         &self,
         pod_labels: &BTreeMap<String, String>,
         namespace_labels: Option<&BTreeMap<String, String>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), NotSelected> {
         match &self.namespace_selector {
-            Err(error) => return Err(format!("invalid {error}; the profile never matches")),
+            Err(error) => return Err(NotSelected::InvalidSelector(error.clone())),
             Ok(None) => {}
             Ok(Some(selector)) => match namespace_labels {
-                None => {
-                    return Err(
-                        "the pod's Namespace is unknown, so spec.namespaceSelector cannot match".into(),
-                    );
-                }
-                Some(labels) if !selector.matches(labels) => {
-                    return Err("spec.namespaceSelector does not match the Namespace labels".into());
-                }
+                None => return Err(NotSelected::NamespaceUnknown),
+                Some(labels) if !selector.matches(labels) => return Err(NotSelected::Namespace),
                 Some(_) => {}
             },
         }
         match &self.selector {
-            Err(error) => Err(format!("invalid {error}; the profile never matches")),
-            Ok(Some(selector)) if !selector.matches(pod_labels) => {
-                Err("spec.selector does not match the pod labels".into())
-            }
+            Err(error) => Err(NotSelected::InvalidSelector(error.clone())),
+            Ok(Some(selector)) if !selector.matches(pod_labels) => Err(NotSelected::Pod),
             Ok(_) => Ok(()),
         }
     }
