@@ -35,12 +35,9 @@ pub enum AgentError {
     /// Cgroup layout detection failed.
     #[error("cgroup layout: {0}")]
     Cgroups(#[from] crate::system::SystemError),
-    /// The kubeconfig file could not be loaded.
+    /// No usable kubeconfig.
     #[error("kubernetes client: {0}")]
-    Kubeconfig(#[source] kube::config::KubeconfigError),
-    /// No in-cluster or default kubeconfig.
-    #[error("kubernetes client: {0}")]
-    InferConfig(#[source] kube::config::InferConfigError),
+    Kubeconfig(#[from] koord_runtime::KubeconfigError),
     /// The client could not be built from the configuration.
     #[error("kubernetes client: {0}")]
     Client(#[source] kube::Error),
@@ -271,15 +268,7 @@ async fn serve_admin(
 /// The API server clients: one for watches and reports, one without retries for evictions
 /// (a PDB-blocked eviction is reported at once and decided again next round).
 async fn connect(settings: &AgentSettings) -> Result<(kube::Client, kube::Client), AgentError> {
-    let config = match &settings.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(AgentError::Kubeconfig)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(AgentError::Kubeconfig)?
-        }
-        None => kube::Config::infer().await.map_err(AgentError::InferConfig)?,
-    };
+    let config = koord_runtime::kube_config(settings.kubeconfig.as_deref()).await?;
     let client = kube::Client::try_from(config.clone()).map_err(AgentError::Client)?;
     let evict_client = crate::evictor::no_retry_client(config).map_err(AgentError::Client)?;
     Ok((client, evict_client))

@@ -135,20 +135,31 @@ pub struct AgentArgs {
     pub log_format: LogFormat,
 }
 
-/// Parses `1s`, `500ms`, `2m` (at least 100 ms).
-fn parse_interval(text: &str) -> Result<Duration, String> {
-    match crate::states::parse_go_duration(text) {
-        Some(d) if d >= Duration::from_millis(100) => Ok(d),
-        Some(_) => Err("must be at least 100ms".into()),
-        None => Err(format!("{text:?} is not a duration like 1s or 500ms")),
+/// A duration flag outside what the loop it paces accepts.
+#[derive(Debug, thiserror::Error)]
+pub enum IntervalError {
+    /// Not a duration (`1s`, `500ms`, `1m30s`, or whole seconds).
+    #[error(transparent)]
+    Syntax(#[from] koord_runtime::DurationError),
+    /// Below the loop's floor or above its ceiling.
+    #[error("must be {0}")]
+    OutOfRange(&'static str),
+}
+
+/// Parses the collect interval (at least 100 ms).
+fn parse_interval(text: &str) -> Result<Duration, IntervalError> {
+    let d = koord_runtime::parse_duration(text)?;
+    if d < Duration::from_millis(100) {
+        return Err(IntervalError::OutOfRange("at least 100ms"));
     }
+    Ok(d)
 }
 
 /// Parses the suppress tick (10 ms to 10 s).
-fn parse_suppress_interval(text: &str) -> Result<Duration, String> {
-    match crate::states::parse_go_duration(text) {
-        Some(d) if d >= Duration::from_millis(10) && d <= Duration::from_secs(10) => Ok(d),
-        Some(_) => Err("must be between 10ms and 10s".into()),
-        None => Err(format!("{text:?} is not a duration like 50ms")),
+fn parse_suppress_interval(text: &str) -> Result<Duration, IntervalError> {
+    let d = koord_runtime::parse_duration(text)?;
+    if d < Duration::from_millis(10) || d > Duration::from_secs(10) {
+        return Err(IntervalError::OutOfRange("between 10ms and 10s"));
     }
+    Ok(d)
 }

@@ -7,8 +7,9 @@
 //! what `/proc/meminfo` says at the time, with a wide margin on both sides.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use koord_test_support::poll::wait_for;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
@@ -199,17 +200,6 @@ impl Env {
             .await
             .map(|l| l.items)
             .unwrap_or_default()
-    }
-}
-
-async fn wait_for<T>(what: &str, limit: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -18,17 +18,10 @@ pub fn run(args: &PlanArgs) -> i32 {
             return 2;
         }
     };
-    use std::io::Read;
-    let text = if file == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).map(|_| s)
-    } else {
-        std::fs::read_to_string(file)
-    };
-    let text = match text {
+    let text = match koord_runtime::read_file_or_stdin(file) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("koordlet plan: cannot read {file}: {e}");
+            eprintln!("koordlet plan: {e}");
             return 2;
         }
     };

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use koord_api::NodeSLOSpec;
 
 pub use koordlet_core::pod::{self, ContainerMeta, PodMeta, PodMetaError};
-pub use settings::{NodeMetricSettings, parse_go_duration};
+pub use settings::NodeMetricSettings;
 
 /// Everything the loops read about the node, at one moment. Cheap to clone.
 #[derive(Debug, Clone, Default)]

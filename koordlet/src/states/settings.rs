@@ -51,7 +51,7 @@ impl NodeMetricSettings {
         let mut durations = Vec::new();
         let mut bad_durations = Vec::new();
         for text in wanted {
-            match parse_go_duration(&text) {
+            match koord_api::duration::parse_go_duration(&text).ok() {
                 Some(d) if !d.is_zero() => durations.push((text, d)),
                 _ => bad_durations.push(text),
             }
@@ -76,60 +76,10 @@ impl NodeMetricSettings {
     }
 }
 
-/// Parses a Go duration (`5m`, `10m0s`, `1h30m`, `90s`, `500ms`); None if malformed or negative.
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut total_ms: u64 = 0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return None;
-        }
-        let value: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit_ms = match &rest[..unit_len] {
-            "h" => 3_600_000.0,
-            "m" => 60_000.0,
-            "s" => 1000.0,
-            "ms" => 1.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        let ms = value * unit_ms;
-        if !ms.is_finite() || ms > 1e15 {
-            return None;
-        }
-        total_ms = total_ms.checked_add(ms as u64)?;
-    }
-    Some(Duration::from_millis(total_ms))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use koord_api::nodemetric::{AggregatePolicy, NodeMetricCollectPolicy};
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_go_duration("10m0s"), Some(Duration::from_secs(600)));
-        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        for bad in ["", "5", "m", "5x", "-5m", "5m-"] {
-            assert_eq!(parse_go_duration(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn defaults_and_floors() {
