@@ -8,6 +8,7 @@
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
 pub mod config;
+#[cfg(feature = "crd")]
 pub mod crds;
 pub mod duration;
 pub mod names;
@@ -22,9 +23,15 @@ pub mod schema;
 pub mod selector;
 
 pub use config::{SloConfig, resolve_node};
-pub use nodemetric::{NodeMetric, NodeMetricSpec, NodeMetricStatus};
-pub use nodeslo::{NodeSLO, NodeSLOSpec};
+#[cfg(feature = "crd")]
+pub use nodemetric::NodeMetric;
+pub use nodemetric::{NodeMetricSpec, NodeMetricStatus};
+#[cfg(feature = "crd")]
+pub use nodeslo::NodeSLO;
+pub use nodeslo::NodeSLOSpec;
 pub use priority::PriorityClass;
-pub use profile::{ClusterColocationProfile, ClusterColocationProfileSpec};
+#[cfg(feature = "crd")]
+pub use profile::ClusterColocationProfile;
+pub use profile::ClusterColocationProfileSpec;
 pub use qos::{KubeQoSClass, QoSClass};
 pub use quantity::{ExactQuantity, QuantityError, ResourceAmounts, ResourceList};

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+#[cfg(feature = "crd")]
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,19 +33,23 @@ pub enum MemoryCollectPolicy {
 
 /// How koordlet collects and reports this node's metrics; written by koord-manager from the
 /// `colocation-config` ConfigMap key.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "slo.koordinator.sh",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    kind = "NodeMetric",
-    doc = "NodeMetric: resource usage of one node (named like the Node), its pods and host applications, reported by koordlet.",
-    plural = "nodemetrics",
-    status = "NodeMetricStatus",
-    printcolumn = r#"{"name":"Updated","type":"date","jsonPath":".status.updateTime","description":"Last time koordlet reported usage"}"#,
-    printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.nodeMetric.nodeUsage.resources.cpu","description":"Node CPU usage"}"#,
-    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.nodeMetric.nodeUsage.resources.memory","description":"Node memory usage"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[cfg_attr(feature = "crd", derive(CustomResource))]
+#[cfg_attr(
+    feature = "crd",
+    kube(
+        group = "slo.koordinator.sh",
+        version = "v1alpha1",
+        derive = "PartialEq",
+        kind = "NodeMetric",
+        doc = "NodeMetric: resource usage of one node (named like the Node), its pods and host applications, reported by koordlet.",
+        plural = "nodemetrics",
+        status = "NodeMetricStatus",
+        printcolumn = r#"{"name":"Updated","type":"date","jsonPath":".status.updateTime","description":"Last time koordlet reported usage"}"#,
+        printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.nodeMetric.nodeUsage.resources.cpu","description":"Node CPU usage"}"#,
+        printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.nodeMetric.nodeUsage.resources.memory","description":"Node memory usage"}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeMetricSpec {

@@ -10,23 +10,28 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::{
     api::resource::Quantity, apis::meta::v1::LabelSelector, util::intstr::IntOrString,
 };
+#[cfg(feature = "crd")]
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Desired QoS behaviour of one node; named exactly like the Node it belongs to.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "slo.koordinator.sh",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    kind = "NodeSLO",
-    doc = "NodeSLO: the QoS strategies koordlet enforces on one node (named like the Node), derived by koord-manager from the slo-controller-config ConfigMap.",
-    plural = "nodeslos",
-    status = "NodeSLOStatus",
-    printcolumn = r#"{"name":"Suppress","type":"string","jsonPath":".spec.resourceUsedThresholdWithBE.cpuSuppressPolicy","description":"BE CPU suppress policy"}"#,
-    printcolumn = r#"{"name":"Burst","type":"string","jsonPath":".spec.cpuBurstStrategy.policy","description":"CPU burst policy"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[cfg_attr(feature = "crd", derive(CustomResource))]
+#[cfg_attr(
+    feature = "crd",
+    kube(
+        group = "slo.koordinator.sh",
+        version = "v1alpha1",
+        derive = "PartialEq",
+        kind = "NodeSLO",
+        doc = "NodeSLO: the QoS strategies koordlet enforces on one node (named like the Node), derived by koord-manager from the slo-controller-config ConfigMap.",
+        plural = "nodeslos",
+        status = "NodeSLOStatus",
+        printcolumn = r#"{"name":"Suppress","type":"string","jsonPath":".spec.resourceUsedThresholdWithBE.cpuSuppressPolicy","description":"BE CPU suppress policy"}"#,
+        printcolumn = r#"{"name":"Burst","type":"string","jsonPath":".spec.cpuBurstStrategy.policy","description":"CPU burst policy"}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSLOSpec {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+#[cfg(feature = "crd")]
 use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
@@ -16,19 +17,23 @@ use serde::{Deserialize, Serialize};
 use crate::qos::QoSClass;
 
 /// Which pods a profile applies to and what it writes into them.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "config.koordinator.sh",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    kind = "ClusterColocationProfile",
-    doc = "ClusterColocationProfile: selects new pods and makes them colocated pods (QoS class, priority, labels, batch resources).",
-    plural = "clustercolocationprofiles",
-    status = "ClusterColocationProfileStatus",
-    printcolumn = r#"{"name":"QoS","type":"string","jsonPath":".spec.qosClass","description":"QoS class written to matching pods"}"#,
-    printcolumn = r#"{"name":"Priority","type":"string","jsonPath":".spec.priorityClassName","description":"PriorityClass given to matching pods"}"#,
-    printcolumn = r#"{"name":"Probability","type":"string","jsonPath":".spec.probability","description":"Chance the profile applies to a matching pod"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[cfg_attr(feature = "crd", derive(CustomResource))]
+#[cfg_attr(
+    feature = "crd",
+    kube(
+        group = "config.koordinator.sh",
+        version = "v1alpha1",
+        derive = "PartialEq",
+        kind = "ClusterColocationProfile",
+        doc = "ClusterColocationProfile: selects new pods and makes them colocated pods (QoS class, priority, labels, batch resources).",
+        plural = "clustercolocationprofiles",
+        status = "ClusterColocationProfileStatus",
+        printcolumn = r#"{"name":"QoS","type":"string","jsonPath":".spec.qosClass","description":"QoS class written to matching pods"}"#,
+        printcolumn = r#"{"name":"Priority","type":"string","jsonPath":".spec.priorityClassName","description":"PriorityClass given to matching pods"}"#,
+        printcolumn = r#"{"name":"Probability","type":"string","jsonPath":".spec.probability","description":"Chance the profile applies to a matching pod"}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterColocationProfileSpec {
