@@ -79,5 +79,7 @@ mod cluster;
 mod rbac;
 #[path = "chart_cases/render.rs"]
 mod render;
+#[path = "chart_cases/versions.rs"]
+mod versions;
 #[path = "chart_cases/wiring.rs"]
 mod wiring;
