@@ -15,6 +15,8 @@
 #   --profile P        cargo profile of the binaries: release (default) or dev (target/debug)
 #   --no-build         use the existing binaries of that profile
 #   --pause-only       build only the pause image (needs --pause-src)
+#   --e2e-busy         also build koord-e2e-busy:local, the scenario suite's workload image
+#                      (scripts/images/busy.c: `/busy` sleeps, `/busy --cpu N` burns N CPUs)
 #   --import           `ctr -n k8s.io images import` every archive (CONTAINERD_ADDRESS or
 #                      --address via CTR_ADDRESS selects the containerd socket)
 # Prints one line per archive: `<image ref> <manifest digest> <archive>`.
@@ -29,6 +31,7 @@ pause_src=""
 build=1
 import=0
 pause_only=0
+e2e_busy=0
 profile=release
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -39,6 +42,7 @@ while [[ $# -gt 0 ]]; do
         --profile) profile="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
         --pause-only) pause_only=1; build=0; shift ;;
+        --e2e-busy) e2e_busy=1; shift ;;
         --import) import=1; shift ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -115,6 +119,16 @@ if [[ -n "$pause_src" ]]; then
     python3 scripts/oci-archive.py "$work/pause" "$prefix/pause:3.4" "$out/pause.tar" \
         --entrypoint /pause --user 65535
     archives+=("$out/pause.tar")
+fi
+
+if [[ $e2e_busy == 1 ]]; then
+    mkdir -p "$work/busy"
+    gcc -Os -Wall -Werror -static -o "$work/busy/busy" scripts/images/busy.c
+    strip "$work/busy/busy"
+    # The name the scenario suite uses by default (KOORD_E2E_IMAGE), as containerd stores it.
+    python3 scripts/oci-archive.py "$work/busy" "docker.io/library/koord-e2e-busy:local" \
+        "$out/koord-e2e-busy.tar" --entrypoint /busy --user 65532
+    archives+=("$out/koord-e2e-busy.tar")
 fi
 
 if [[ $import == 1 ]]; then

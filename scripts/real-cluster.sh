@@ -141,10 +141,10 @@ cmd_install() {
     helm="${HELM:-}"
     [[ -n "$helm" ]] || helm="$(scripts/install-helm.sh)" || die "helm could not be installed"
     tag="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)"
-    log "building and importing the koord-manager, koord-webhook and koordlet images"
+    log "building and importing the koord-manager, koord-webhook, koordlet and koord-e2e-busy images"
     CTR="$DEBS_ROOT/usr/bin/ctr" CTR_ADDRESS="$RUN/containerd/containerd.sock" \
         scripts/build-images.sh --out "$OUT/images" --repository "$IMAGE_PREFIX" --tag "$tag" --import \
-        --profile "${KOORD_IMAGE_PROFILE:-release}"
+        --profile "${KOORD_IMAGE_PROFILE:-release}" --e2e-busy
     local set=() c
     for c in manager webhook koordlet; do
         local image=koord-$c
