@@ -91,7 +91,8 @@ async fn colocated_pod_becomes_be_runs_on_batch_resources_with_be_cgroup_limits(
                         .as_ref()?
                         .get("kubernetes.io/batch-cpu")
                 })
-                .any(|q| q.0.parse::<i64>().is_ok_and(|v| v >= 500))
+                // A real API server stores quantities in canonical form (`2000` as `2k`).
+                .any(|q| koord_api::ExactQuantity::from_k8s(q).is_ok_and(|v| v.value() >= 500))
                 .then_some(())
         },
     )
@@ -102,8 +103,10 @@ async fn colocated_pod_becomes_be_runs_on_batch_resources_with_be_cgroup_limits(
     assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
     let res = spec.containers[0].resources.clone().unwrap();
     let (requests, limits) = (res.requests.unwrap(), res.limits.unwrap());
-    assert_eq!(requests["kubernetes.io/batch-cpu"].0, "500");
-    assert_eq!(limits["kubernetes.io/batch-cpu"].0, "1000");
+    let value = |q| koord_api::ExactQuantity::from_k8s(q).map(koord_api::ExactQuantity::value);
+    assert_eq!(value(&requests["kubernetes.io/batch-cpu"]), Ok(500));
+    // 1000 comes back as `1k` from a real API server (canonical form), as `1000` from ours.
+    assert_eq!(value(&limits["kubernetes.io/batch-cpu"]), Ok(1000));
     assert!(
         !requests.contains_key("cpu") && !limits.contains_key("memory"),
         "{requests:?} {limits:?}"

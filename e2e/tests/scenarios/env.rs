@@ -265,8 +265,35 @@ impl Env {
             .await
             .unwrap();
         let mut guard = Cleanup::new(self.client.clone());
-        guard.namespace = Some(name);
+        guard.namespace = Some(name.clone());
+        self.wait_admits_pods(&name).await;
         guard
+    }
+
+    /// Waits until `ns` admits pods. A real API server before 1.24 refuses pods (500
+    /// ServerTimeout, "No API token found for service account") until the token controller has
+    /// given the namespace's `default` ServiceAccount its secret; a dry-run create asks exactly
+    /// that without creating anything.
+    async fn wait_admits_pods(&self, ns: &str) {
+        if !self.is_real() {
+            return;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let probe = self.pod(
+            "admission-probe",
+            json!({}),
+            vec![self.container("main", Load::Idle, json!({}))],
+        );
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        common::wait_for(
+            &format!("namespace {ns} admitting pods"),
+            Duration::from_secs(60),
+            async || pods.create(&dry_run, &probe).await.ok().map(|_| ()),
+        )
+        .await;
     }
 
     /// Waits until the pod runs; returns it.
