@@ -69,6 +69,23 @@ fn shorten_quantity_descriptions(schema: &mut Value) {
     }
 }
 
+/// Removes `default: ""` from string properties. Kubernetes 1.20's API server reads an empty
+/// string default as null and rejects the whole CRD ("default: Invalid value: \"null\": in body
+/// must be of type string"); every such field is `#[serde(default)]`, so leaving the default out
+/// reads the same.
+fn drop_empty_string_defaults(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("default").and_then(Value::as_str) == Some("") {
+                object.remove("default");
+            }
+            object.values_mut().for_each(drop_empty_string_defaults);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_empty_string_defaults),
+        _ => {}
+    }
+}
+
 fn tidy(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, CrdError> {
     let name = crd.metadata.name.clone().unwrap_or_default();
     let mut value = serde_json::to_value(&crd).map_err(|source| CrdError::Json {
@@ -76,6 +93,7 @@ fn tidy(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, CrdEr
         source,
     })?;
     shorten_quantity_descriptions(&mut value);
+    drop_empty_string_defaults(&mut value);
     serde_json::from_value(value).map_err(|source| CrdError::Json { name, source })
 }
 

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod crds;
+pub mod duration;
 pub mod names;
 pub mod nodemetric;
 pub mod nodeslo;

@@ -356,3 +356,32 @@ fn the_checker_catches_non_structural_schemas() {
     }
     assert!(!errors.iter().any(|e| e.starts_with("bad.ok")), "{errors:?}");
 }
+
+/// Kubernetes 1.20 reads `default: ""` as null and rejects the whole CRD.
+#[test]
+fn no_string_property_defaults_to_the_empty_string() {
+    fn walk(node: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+        match node {
+            serde_json::Value::Object(map) => {
+                if map.get("default").and_then(serde_json::Value::as_str) == Some("") {
+                    found.push(path.to_string());
+                }
+                for (key, child) in map {
+                    walk(child, &format!("{path}.{key}"), found);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    walk(child, &format!("{path}[{i}]"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for crd in koord_api::crds::crds().unwrap() {
+        let value = serde_json::to_value(&crd).unwrap();
+        walk(&value, crd.metadata.name.as_deref().unwrap_or(""), &mut found);
+    }
+    assert!(found.is_empty(), "empty-string defaults: {found:?}");
+}

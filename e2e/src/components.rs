@@ -195,8 +195,11 @@ impl Components {
             format!("--kubeconfig={}", kubeconfig.display()),
             "--metrics-addr=127.0.0.1:0".into(),
             "--health-addr=127.0.0.1:0".into(),
-            format!("--identity={identity}"),
         ];
+        // Two managers in one process (leader election) need their own identities.
+        if !extra.iter().any(|a| a.starts_with("--identity")) {
+            argv.push(format!("--identity={identity}"));
+        }
         argv.extend(extra.iter().cloned());
         let cli = koord_manager::cli::Cli::try_parse_from(&argv).map_err(|e| ComponentError::Flags {
             component: "koord-manager",
@@ -283,19 +286,11 @@ impl Components {
         extra: &[String],
     ) -> Result<(), ComponentError> {
         let health_addr = free_loopback_port().map_err(ComponentError::Port)?;
-        let mut argv = vec![
-            "koordlet".to_string(),
-            format!("--node-name={}", node.name),
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--cgroup-root={}", node.cgroup_root.display()),
-            format!("--proc-root={}", node.proc_root.display()),
-            "--cgroup-driver=cgroupfs".into(),
-            "--pods-source=kubelet".into(),
-            // koordlet asks `<base>/pods`; NodeInfo::pods_url is that full URL.
-            format!("--kubelet-url=http://127.0.0.1:{}", node.kubelet_port),
+        let mut argv = node.koordlet_args(kubeconfig);
+        argv.extend([
             format!("--health-addr={health_addr}"),
             format!("--metrics-addr={health_addr}"),
-        ];
+        ]);
         argv.extend(extra.iter().cloned());
         let args = koordlet::cli::Args::try_parse_from(&argv).map_err(|e| ComponentError::Flags {
             component: "koordlet",

@@ -82,6 +82,11 @@ async fn all_components_run_against_the_embedded_cluster() {
     let requests = spec.containers[0].resources.clone().unwrap().requests.unwrap();
     assert_eq!(requests["kubernetes.io/batch-cpu"].0, "500");
     assert!(!requests.contains_key("cpu"), "{requests:?}");
+    // Computed after the webhook rewrote cpu/memory to batch resources, as a real server does.
+    assert_eq!(
+        created.status.as_ref().and_then(|s| s.qos_class.as_deref()),
+        Some("BestEffort")
+    );
 
     // Koordlet: every node's agent answers /healthz.
     for koordlet in components.koordlets() {

@@ -21,7 +21,7 @@ fn read(path: &Path) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn koordlet_sets_be_pod_cgroups_from_batch_resources() {
+async fn koordlet_sets_be_pod_cgroups_from_batch_resources_on_real_cgroups() {
     let cluster = common::cluster().await;
     let client = cluster.client().unwrap();
     let nodes = common::nodes(&cluster, 1).await;

@@ -48,7 +48,7 @@ fn update_time(metric: &NodeMetric) -> Option<k8s_openapi::jiff::Timestamp> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn koordlet_keeps_nodemetric_status_fresh_and_right() {
+async fn koordlet_keeps_nodemetric_status_fresh_and_right_on_real_cgroups() {
     let cluster = common::cluster().await;
     // Colocation on with koordlet's shortest report interval and aggregation window.
     cluster

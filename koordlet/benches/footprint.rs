@@ -11,6 +11,7 @@
 //! `be_limits::decide` every round, each write converted and applied owned.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // bench code
 
+use koord_api::KubeQoSClass;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,11 +20,9 @@ use k8s_openapi::api::core::v1::Pod;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::MetricTime;
 use koordlet::metrics::collector::{Collector, Stores};
-use koordlet::qos::be_limits::{self, BeLimitsCache, BeLimitsSettings};
 use koordlet::states::{PodMeta, Snapshot};
-use koordlet::system::{
-    CgroupDriver, Cgroups, ContainerId, KubeCgroupPaths, KubeQosClass, PodUid, SystemRoots,
-};
+use koordlet::system::{CgroupDriver, Cgroups, ContainerId, KubeCgroupPaths, PodUid, SystemRoots};
+use koordlet_core::strategies::be_limits::{self, BeLimitsCache, BeLimitsSettings};
 
 const ROUNDS: i64 = 600;
 const CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "cpuset", "memory"];
@@ -98,7 +97,7 @@ fn make_pod(i: usize, generation: usize) -> Pod {
 fn create_pod_tree(roots: &SystemRoots, paths: &KubeCgroupPaths, pod: &PodMeta, usage: u64) {
     write_cgroup(
         roots,
-        paths.pod_dir(KubeQosClass::BestEffort, &pod.uid).as_path(),
+        paths.pod_dir(KubeQoSClass::BestEffort, &pod.uid).as_path(),
         usage,
     );
     for c in &pod.containers {
@@ -106,7 +105,7 @@ fn create_pod_tree(roots: &SystemRoots, paths: &KubeCgroupPaths, pod: &PodMeta, 
         write_cgroup(
             roots,
             paths
-                .container_dir(KubeQosClass::BestEffort, &pod.uid, id)
+                .container_dir(KubeQoSClass::BestEffort, &pod.uid, id)
                 .as_path(),
             usage,
         );
@@ -179,7 +178,7 @@ fn run(pods_n: usize, uncached: bool) {
                 let p = roots
                     .cgroup
                     .join("cpuacct")
-                    .join(paths.pod_dir(KubeQosClass::BestEffort, &m.uid).as_path());
+                    .join(paths.pod_dir(KubeQoSClass::BestEffort, &m.uid).as_path());
                 std::fs::write(p.join("cpuacct.usage"), (round as u64 * 500_000_000).to_string()).unwrap();
             }
         }
@@ -208,13 +207,12 @@ fn run(pods_n: usize, uncached: bool) {
         // every 60 rounds, as it would live.
         let at = start + Duration::from_secs(round as u64);
         if uncached {
-            // The path before the cache: decided from scratch, converted, applied owned.
+            // Without the cache: decided from scratch every round, applied owned.
             let plan = be_limits::decide(&snapshot.pods, &paths, BeLimitsSettings::default());
-            let writes: Vec<_> = plan.writes.iter().filter_map(|w| w.to_executor().ok()).collect();
-            executor.apply(writes, at);
+            executor.apply(plan.writes, at);
         } else {
             let decided = cache.decide(&snapshot.pods, &paths, BeLimitsSettings::default());
-            executor.apply_refs(decided.executor_writes(), at);
+            executor.apply_refs(decided.writes(), at);
         }
         let c2 = thread_cpu_ns();
         cpu_collect.push(c1 - c0);

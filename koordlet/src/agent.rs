@@ -2,24 +2,26 @@
 //! and reconciles BE limits through the executor; another reports NodeMetric status.
 
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
 use crate::cli::{AgentArgs, DriverArg, PodsSource};
+use crate::evictor::Evictor;
 use crate::executor::{Executor, ExecutorConfig};
-use crate::features::FeatureGates;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::{Collector, Stores};
-use crate::qos::evictor::Evictor;
-use crate::qos_loop::{QosLoop, QosLoopConfig};
+use crate::qos_loop::{QosEdges, QosLoop, QosLoopConfig};
 use crate::report::{self, ReportInput};
 use crate::states::{Snapshot, sources};
 use crate::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
 use crate::telemetry::Telemetry;
+use koordlet_core::features::FeatureGates;
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -29,13 +31,19 @@ pub enum AgentError {
     NoNodeName,
     /// Bad feature gates.
     #[error(transparent)]
-    FeatureGates(#[from] crate::features::FeatureGateError),
+    FeatureGates(#[from] koordlet_core::features::FeatureGateError),
     /// Cgroup layout detection failed.
     #[error("cgroup layout: {0}")]
     Cgroups(#[from] crate::system::SystemError),
-    /// Kubernetes client.
+    /// The kubeconfig file could not be loaded.
     #[error("kubernetes client: {0}")]
-    Kube(String),
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// No in-cluster or default kubeconfig.
+    #[error("kubernetes client: {0}")]
+    InferConfig(#[source] kube::config::InferConfigError),
+    /// The client could not be built from the configuration.
+    #[error("kubernetes client: {0}")]
+    Client(#[source] kube::Error),
     /// Kubelet client.
     #[error(transparent)]
     Kubelet(#[from] crate::states::StatesError),
@@ -44,59 +52,99 @@ pub enum AgentError {
     Admin(#[from] std::io::Error),
 }
 
-async fn kube_config(args: &AgentArgs) -> Result<kube::Config, AgentError> {
-    Ok(match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| AgentError::Kube(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| AgentError::Kube(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| AgentError::Kube(e.to_string()))?,
-    })
+/// What the agent runs with, resolved from its flags (or built directly by an embedder).
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// This node's name.
+    pub node: String,
+    /// Feature gates.
+    pub gates: FeatureGates,
+    /// Where the host's kernel interfaces are mounted.
+    pub roots: SystemRoots,
+    /// Lowers the budget of kept-open cgroup files.
+    pub max_kept_cgroup_files: Option<usize>,
+    /// The kubelet's cgroup driver; `None` detects it from the tree.
+    pub cgroup_driver: Option<CgroupDriver>,
+    /// Where pods come from.
+    pub pods: PodsFrom,
+    /// The kubeconfig file; `None` infers (in-cluster, then the default file).
+    pub kubeconfig: Option<PathBuf>,
+    /// Collection and QoS round period.
+    pub collect_interval: Duration,
+    /// Fast CPU suppress tick.
+    pub suppress_interval: Duration,
+    /// Decide and log, write and evict nothing.
+    pub dry_run: bool,
+    /// Prometheus `/metrics` address.
+    pub metrics_addr: SocketAddr,
+    /// `/healthz` and `/readyz` address.
+    pub health_addr: SocketAddr,
 }
 
-/// Runs the agent until `shutdown` resolves.
+/// Where the agent's pod list comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodsFrom {
+    /// The kubelet's `/pods` at this base URL.
+    Kubelet(String),
+    /// An API server watch on `spec.nodeName`.
+    Apiserver,
+}
+
+impl AgentSettings {
+    /// Resolves the flags: the node name must be set and the feature gates must parse.
+    pub fn from_args(args: &AgentArgs) -> Result<Self, AgentError> {
+        let node = args
+            .node_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or(AgentError::NoNodeName)?;
+        Ok(AgentSettings {
+            node,
+            gates: FeatureGates::parse(&args.feature_gates)?,
+            roots: SystemRoots {
+                cgroup: args.cgroup_root.clone(),
+                proc: args.proc_root.clone(),
+                sys: args.sys_root.clone(),
+                resctrl: args.resctrl_root.clone(),
+            },
+            max_kept_cgroup_files: args.max_kept_cgroup_files,
+            cgroup_driver: match args.cgroup_driver {
+                DriverArg::Auto => None,
+                DriverArg::Cgroupfs => Some(CgroupDriver::Cgroupfs),
+                DriverArg::Systemd => Some(CgroupDriver::Systemd),
+            },
+            pods: match args.pods_source {
+                PodsSource::Kubelet => PodsFrom::Kubelet(args.kubelet_url.clone()),
+                PodsSource::Apiserver => PodsFrom::Apiserver,
+            },
+            kubeconfig: args.kubeconfig.clone(),
+            collect_interval: args.collect_interval,
+            suppress_interval: args.suppress_interval,
+            dry_run: args.dry_run,
+            metrics_addr: args.metrics_addr,
+            health_addr: args.health_addr,
+        })
+    }
+}
+
+/// Runs the agent with command-line `args` until `shutdown` resolves.
 pub async fn run_agent(
     args: AgentArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AgentError> {
-    let node = args
-        .node_name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or(AgentError::NoNodeName)?;
-    let gates = FeatureGates::parse(&args.feature_gates)?;
-    let roots = SystemRoots {
-        cgroup: args.cgroup_root.clone(),
-        proc: args.proc_root.clone(),
-        sys: args.sys_root.clone(),
-        resctrl: args.resctrl_root.clone(),
-    };
-    let mut cgroups = Cgroups::detect(&roots)?;
-    if let Some(max) = args.max_kept_cgroup_files {
-        let limit = max.min(cgroups.fd_budget().limit());
-        info!(
-            kept_cgroup_files = limit,
-            "cgroup file-descriptor budget lowered by flag"
-        );
-        cgroups = cgroups.with_fd_budget(crate::system::FdBudget::new(limit));
-    }
-    let cgroups = Arc::new(cgroups);
-    let driver = match args.cgroup_driver {
-        DriverArg::Cgroupfs => CgroupDriver::Cgroupfs,
-        DriverArg::Systemd => CgroupDriver::Systemd,
-        DriverArg::Auto => CgroupDriver::detect(cgroups.root(), cgroups.layout(), std::path::Path::new(""))
-            .unwrap_or_else(|| {
-                warn!("no kubepods cgroup found; assuming the cgroupfs driver");
-                CgroupDriver::Cgroupfs
-            }),
-    };
-    info!(node, version = ?cgroups.version(), ?driver, dry_run = args.dry_run, "koordlet starting");
-    let paths = KubeCgroupPaths::new(driver);
+    run(AgentSettings::from_args(&args)?, shutdown).await
+}
+
+/// Runs the agent until `shutdown` resolves: opens the node's cgroups, serves the admin
+/// endpoints, connects to the API server, then runs the sources, the fast suppress loop, the
+/// collection + QoS round and the NodeMetric report as tasks.
+pub async fn run(
+    settings: AgentSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AgentError> {
+    let (cgroups, paths) = open_cgroups(&settings)?;
+    info!(node = settings.node, version = ?cgroups.version(), driver = ?paths.driver,
+          dry_run = settings.dry_run, "koordlet starting");
 
     let mut registry = Registry::with_prefix("koordlet");
     let telemetry = Telemetry::register(&mut registry);
@@ -104,152 +152,65 @@ pub async fn run_agent(
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stop = |rx: &watch::Receiver<bool>| {
-        let mut rx = rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
-    let registry = Arc::new(registry);
-    let admin = koord_runtime::serve_admin(
-        args.health_addr,
-        registry.clone(),
-        readiness.clone(),
-        stop(&stop_rx),
-    )
-    .await?;
-    if args.metrics_addr != args.health_addr {
-        koord_runtime::serve_admin(
-            args.metrics_addr,
-            registry.clone(),
-            readiness.clone(),
-            stop(&stop_rx),
-        )
-        .await?;
-    }
+    let admin = serve_admin(&settings, Arc::new(registry), &readiness, &stop_rx).await?;
 
-    let config = kube_config(&args).await?;
-    let client = kube::Client::try_from(config.clone()).map_err(|e| AgentError::Kube(e.to_string()))?;
-    let evict_client =
-        crate::qos::evictor::no_retry_client(config).map_err(|e| AgentError::Kube(e.to_string()))?;
+    let (client, evict_client) = connect(&settings).await?;
     let (snap_tx, snap_rx) = watch::channel(Snapshot::default());
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(sources::watch_node_objects(
-        client.clone(),
-        node.clone(),
-        snap_tx.clone(),
-    ));
-    match args.pods_source {
-        PodsSource::Kubelet => {
-            let kubelet = sources::kubelet_client(
-                &args.kubelet_url,
-                Some(std::path::Path::new(sources::SERVICE_ACCOUNT_TOKEN)),
-            )?;
-            tasks.spawn(sources::poll_kubelet(kubelet, snap_tx.clone()));
-        }
-        PodsSource::Apiserver => {
-            tasks.spawn(sources::watch_pods(client.clone(), node.clone(), snap_tx.clone()));
-        }
-    }
-    // Fast CPU suppress loop; the QoS round keeps its cpuset scope (BE tree, CPU pools) fresh.
-    let (scope_tx, scope_rx) = tokio::sync::watch::channel(None);
-    match crate::suppress_loop::spawn_config(&args, &roots, &paths).and_then(|config| {
-        crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(suppress_metrics))
-            .map(|l| l.with_scope_updates(scope_rx))
-    }) {
-        Ok(fast) => {
-            tasks.spawn(fast.run(snap_rx.clone(), gates.clone()));
-        }
-        Err(e) => warn!(error = %e, "fast CPU suppress loop not started"),
-    }
-
+    spawn_sources(&mut tasks, &settings, &client, &snap_tx)?;
+    // The QoS round keeps the fast loop's cpuset scope (BE tree, CPU pools) fresh.
+    let (scope_tx, scope_rx) = watch::channel(None);
+    spawn_fast_suppress(
+        &mut tasks,
+        &settings,
+        &cgroups,
+        &paths,
+        suppress_metrics,
+        scope_rx,
+        &snap_rx,
+    );
     let stores = Arc::new(Mutex::new(Stores::default()));
-    // Collection + QoS strategies loop.
-    {
-        let (stores, snap_rx, readiness, telemetry) = (
-            stores.clone(),
-            snap_rx.clone(),
-            readiness.clone(),
-            telemetry.clone(),
-        );
-        let mut collector = Collector::new(cgroups.clone(), roots.clone(), paths.clone());
-        let executor = Executor::new(
+    let edges = QosEdges {
+        cgroups: cgroups.clone(),
+        paths: paths.clone(),
+        topology: crate::gather::read_topology(&settings.roots.sys),
+        executor: Executor::new(
             cgroups.clone(),
             ExecutorConfig {
-                dry_run: args.dry_run,
+                dry_run: settings.dry_run,
                 ..ExecutorConfig::default()
             },
-        );
-        let interval = args.collect_interval;
-        let mut qos = QosLoop::new(
-            QosLoopConfig {
-                // The fast path owns the live cpu_suppress writes.
-                apply_cpu_suppress: false,
-                collect_interval: interval,
-            },
-            gates.clone(),
-            cgroups.clone(),
-            paths.clone(),
-            crate::gather::read_topology(&roots.sys),
-            executor,
-            Evictor::new(evict_client, &node, args.dry_run, telemetry.clone()),
-            telemetry.clone(),
-        )
-        .with_cpuset_scope(scope_tx);
-        tasks.spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                ticker.tick().await;
-                let snapshot = snap_rx.borrow().clone();
-                readiness.set("pods", snapshot.pods_synced);
-                let started = Instant::now();
-                let now = MetricTime::from_system_time(SystemTime::now());
-                {
-                    let mut stores = stores.lock().await;
-                    collector.collect(&snapshot, now, &mut stores);
-                }
-                telemetry
-                    .collection_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                qos.round(&snapshot, &stores, now).await;
-            }
-        });
-    }
-    // NodeMetric report loop.
-    {
-        let (stores, snap_rx, telemetry, node) =
-            (stores.clone(), snap_rx.clone(), telemetry.clone(), node.clone());
-        tasks.spawn(async move {
-            loop {
-                let interval = snap_rx.borrow().node_metric.report_interval;
-                tokio::time::sleep(interval).await;
-                let snapshot = snap_rx.borrow().clone();
-                let now = MetricTime::from_system_time(SystemTime::now());
-                let status = {
-                    let stores = stores.lock().await;
-                    report::build_status(&ReportInput {
-                        node_store: &stores.node,
-                        pod_store: &stores.pods,
-                        pods: &snapshot.pods,
-                        settings: &snapshot.node_metric,
-                        now,
-                    })
-                };
-                let result = match report::publish(&client, &node, &status).await {
-                    Ok(()) => "ok",
-                    Err(e) => {
-                        warn!(error = %e, "NodeMetric report failed");
-                        "error"
-                    }
-                };
-                telemetry
-                    .reports
-                    .get_or_create(&vec![("result".to_string(), result.to_string())])
-                    .inc();
-            }
-        });
-    }
+        ),
+        evictor: Evictor::new(evict_client, &settings.node, settings.dry_run, telemetry.clone()),
+        telemetry: telemetry.clone(),
+    };
+    let qos = QosLoop::new(
+        QosLoopConfig {
+            // The fast path owns the live cpu_suppress writes.
+            apply_cpu_suppress: false,
+            collect_interval: settings.collect_interval,
+        },
+        settings.gates.clone(),
+        edges,
+    )
+    .with_cpuset_scope(scope_tx);
+    let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
+    tasks.spawn(collect_and_decide(
+        collector,
+        qos,
+        settings.collect_interval,
+        stores.clone(),
+        snap_rx.clone(),
+        readiness.clone(),
+        telemetry.clone(),
+    ));
+    tasks.spawn(report_node_metric(
+        client,
+        settings.node.clone(),
+        stores,
+        snap_rx,
+        telemetry,
+    ));
 
     shutdown.await;
     info!("shutting down");
@@ -258,4 +219,193 @@ pub async fn run_agent(
     while tasks.join_next().await.is_some() {}
     let _ = admin.task.await;
     Ok(())
+}
+
+/// Detects the cgroup layout, applies the kept-file budget and settles the kubelet's driver.
+fn open_cgroups(settings: &AgentSettings) -> Result<(Arc<Cgroups>, KubeCgroupPaths), AgentError> {
+    let mut cgroups = Cgroups::detect(&settings.roots)?;
+    if let Some(max) = settings.max_kept_cgroup_files {
+        let limit = max.min(cgroups.fd_budget().limit());
+        info!(
+            kept_cgroup_files = limit,
+            "cgroup file-descriptor budget lowered by flag"
+        );
+        cgroups = cgroups.with_fd_budget(crate::system::FdBudget::new(limit));
+    }
+    let driver = settings.cgroup_driver.unwrap_or_else(|| {
+        crate::system::detect_driver(cgroups.root(), cgroups.layout(), std::path::Path::new(""))
+            .unwrap_or_else(|| {
+                warn!("no kubepods cgroup found; assuming the cgroupfs driver");
+                CgroupDriver::Cgroupfs
+            })
+    });
+    Ok((Arc::new(cgroups), KubeCgroupPaths::new(driver)))
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` (on one address or two) until `stop` is set.
+async fn serve_admin(
+    settings: &AgentSettings,
+    registry: Arc<Registry>,
+    readiness: &koord_runtime::Readiness,
+    stop: &watch::Receiver<bool>,
+) -> Result<koord_runtime::AdminServer, AgentError> {
+    let stopped = |rx: &watch::Receiver<bool>| {
+        let mut rx = rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let admin = koord_runtime::serve_admin(
+        settings.health_addr,
+        registry.clone(),
+        readiness.clone(),
+        stopped(stop),
+    )
+    .await?;
+    if settings.metrics_addr != settings.health_addr {
+        koord_runtime::serve_admin(settings.metrics_addr, registry, readiness.clone(), stopped(stop)).await?;
+    }
+    Ok(admin)
+}
+
+/// The API server clients: one for watches and reports, one without retries for evictions
+/// (a PDB-blocked eviction is reported at once and decided again next round).
+async fn connect(settings: &AgentSettings) -> Result<(kube::Client, kube::Client), AgentError> {
+    let config = match &settings.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(AgentError::Kubeconfig)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(AgentError::Kubeconfig)?
+        }
+        None => kube::Config::infer().await.map_err(AgentError::InferConfig)?,
+    };
+    let client = kube::Client::try_from(config.clone()).map_err(AgentError::Client)?;
+    let evict_client = crate::evictor::no_retry_client(config).map_err(AgentError::Client)?;
+    Ok((client, evict_client))
+}
+
+/// Starts the watches on the node's objects and the pod source, all filling `snapshots`.
+fn spawn_sources(
+    tasks: &mut tokio::task::JoinSet<()>,
+    settings: &AgentSettings,
+    client: &kube::Client,
+    snapshots: &watch::Sender<Snapshot>,
+) -> Result<(), AgentError> {
+    tasks.spawn(sources::watch_node_objects(
+        client.clone(),
+        settings.node.clone(),
+        snapshots.clone(),
+    ));
+    match &settings.pods {
+        PodsFrom::Kubelet(url) => {
+            let kubelet =
+                sources::kubelet_client(url, Some(std::path::Path::new(sources::SERVICE_ACCOUNT_TOKEN)))?;
+            tasks.spawn(sources::poll_kubelet(kubelet, snapshots.clone()));
+        }
+        PodsFrom::Apiserver => {
+            tasks.spawn(sources::watch_pods(
+                client.clone(),
+                settings.node.clone(),
+                snapshots.clone(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Starts the fast CPU suppress loop; a node where it cannot start (no counters) runs without
+/// it, with a warning.
+fn spawn_fast_suppress(
+    tasks: &mut tokio::task::JoinSet<()>,
+    settings: &AgentSettings,
+    cgroups: &Arc<Cgroups>,
+    paths: &KubeCgroupPaths,
+    metrics: crate::suppress_loop::SuppressMetrics,
+    scope: watch::Receiver<Option<Arc<koordlet_core::strategies::fast_suppress::CpusetScope>>>,
+    snapshots: &watch::Receiver<Snapshot>,
+) {
+    let config = crate::suppress_loop::node_config(
+        settings.suppress_interval,
+        settings.dry_run,
+        &settings.roots,
+        paths,
+    );
+    match crate::suppress_loop::SuppressLoop::new(cgroups.clone(), config, Some(metrics)) {
+        Ok(fast) => {
+            tasks.spawn(
+                fast.with_scope_updates(scope)
+                    .run(snapshots.clone(), settings.gates.clone()),
+            );
+        }
+        Err(e) => warn!(error = %e, "fast CPU suppress loop not started"),
+    }
+}
+
+/// Every `interval`: collect metrics into the stores, then run one QoS round (observe ->
+/// decide -> act) on the latest snapshot.
+async fn collect_and_decide(
+    mut collector: Collector,
+    mut qos: QosLoop,
+    interval: Duration,
+    stores: Arc<Mutex<Stores>>,
+    snapshots: watch::Receiver<Snapshot>,
+    readiness: koord_runtime::Readiness,
+    telemetry: Telemetry,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticker.tick().await;
+        let snapshot = snapshots.borrow().clone();
+        readiness.set("pods", snapshot.pods_synced);
+        let started = Instant::now();
+        let now = MetricTime::from_system_time(SystemTime::now());
+        {
+            let mut stores = stores.lock().await;
+            collector.collect(&snapshot, now, &mut stores);
+        }
+        telemetry
+            .collection_seconds
+            .observe(started.elapsed().as_secs_f64());
+        qos.round(&snapshot, &stores, now).await;
+    }
+}
+
+/// Every `reportIntervalSeconds` of the NodeMetric spec: builds the status from the stores and
+/// patches it.
+async fn report_node_metric(
+    client: kube::Client,
+    node: String,
+    stores: Arc<Mutex<Stores>>,
+    snapshots: watch::Receiver<Snapshot>,
+    telemetry: Telemetry,
+) {
+    loop {
+        let interval = snapshots.borrow().node_metric.report_interval;
+        tokio::time::sleep(interval).await;
+        let snapshot = snapshots.borrow().clone();
+        let now = MetricTime::from_system_time(SystemTime::now());
+        let status = {
+            let stores = stores.lock().await;
+            report::build_status(&ReportInput {
+                node_store: &stores.node,
+                pod_store: &stores.pods,
+                pods: &snapshot.pods,
+                settings: &snapshot.node_metric,
+                now,
+            })
+        };
+        let result = match report::publish(&client, &node, &status).await {
+            Ok(()) => "ok",
+            Err(e) => {
+                warn!(error = %e, "NodeMetric report failed");
+                "error"
+            }
+        };
+        telemetry
+            .reports
+            .get_or_create(&vec![("result".to_string(), result.to_string())])
+            .inc();
+    }
 }

@@ -52,23 +52,27 @@ pub enum VersionArg {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the decisions for a node described in YAML (Node, Pods, NodeSLO, NodeMetric) as JSON.
-    Plan {
-        /// Input file, `-` for stdin.
-        #[arg(short = 'f', long = "file")]
-        file: String,
-        /// cgroup version to print file names and values for.
-        #[arg(long, value_enum, default_value = "v1")]
-        cgroup_version: VersionArg,
-        /// The kubelet's cgroup driver.
-        #[arg(long, value_enum, default_value = "cgroupfs")]
-        cgroup_driver: DriverArg,
-        /// Read current values from this cgroup tree (real or fake).
-        #[arg(long)]
-        cgroup_root: Option<PathBuf>,
-        /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
-        #[arg(long, default_value = "")]
-        feature_gates: String,
-    },
+    Plan(PlanArgs),
+}
+
+/// The `plan` command's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// Input file, `-` for stdin.
+    #[arg(short = 'f', long = "file")]
+    pub file: String,
+    /// cgroup version to print file names and values for.
+    #[arg(long, value_enum, default_value = "v1")]
+    pub cgroup_version: VersionArg,
+    /// The kubelet's cgroup driver.
+    #[arg(long, value_enum, default_value = "cgroupfs")]
+    pub cgroup_driver: DriverArg,
+    /// Read current values from this cgroup tree (real or fake).
+    #[arg(long)]
+    pub cgroup_root: Option<PathBuf>,
+    /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
 }
 
 /// The agent's flags.

@@ -1,4 +1,4 @@
-//! Gatherers: build the strategy engine's input ([`crate::qos::engine`]) at the edges.
+//! Gatherers: build the strategy engine's input ([`koordlet_core::strategies::engine`]) at the edges.
 //!
 //! - [`read_cgroup_facts`]: current values of the files the engine asks for (live loop and
 //!   `plan --cgroup-root`).
@@ -12,15 +12,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use koord_api::nodeslo::{CgroupBaseType, HostApplicationSpec};
+use koord_api::nodeslo::HostApplicationSpec;
 
 use crate::metrics::collector::Stores;
 use crate::metrics::{MetricKind, MetricTime, SeriesKey};
-use crate::qos::cpuset::{CpuInfo, CpuList};
-use crate::qos::engine::{BeCpuUsage, CgroupFacts, HostAppUsage, PodUsage, UsageFacts};
 use crate::states::PodMeta;
 use crate::system::cgroup_stats::CpuThrottling;
-use crate::system::{CgroupDir, CgroupResource, CgroupValue, Cgroups, KubeCgroupPaths, KubeQosClass};
+use crate::system::{CgroupDir, CgroupResource, CgroupValue, Cgroups, KubeCgroupPaths};
+pub use koordlet_core::paths::{host_app_dir, host_app_is_be};
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::engine::{BeCpuUsage, CgroupFacts, HostAppUsage, PodUsage, UsageFacts};
 
 /// Reads every `(dir, file)` of `reads` (unreadable files stay absent: the strategies treat
 /// them as unknown). With `throttling`, also reads `cpu.stat` of the burstable container
@@ -49,7 +50,7 @@ pub fn read_cgroup_facts(
         let mut next = HashMap::new();
         for (dir, file) in reads {
             // Burstable dirs are the ones read for their burst.
-            if *file != crate::qos::FILE_CFS_BURST {
+            if *file != koordlet_core::strategies::FILE_CFS_BURST {
                 continue;
             }
             let Ok(cdir) = CgroupDir::new(dir) else { continue };
@@ -175,36 +176,6 @@ pub fn read_topology(sys_root: &Path) -> Vec<CpuInfo> {
             }
         })
         .collect()
-}
-
-/// A host application's cgroup: its base (`CgroupRoot` by default, `Kubepods`,
-/// `KubepodsBurstable`, `KubepodsBesteffort` for the kubelet driver in use) joined with
-/// `parentDir` and `relativePath`. `None` without a cgroup path or with an invalid one.
-pub fn host_app_dir(app: &HostApplicationSpec, paths: &KubeCgroupPaths) -> Option<CgroupDir> {
-    let cg = app.cgroup_path.as_ref()?;
-    let base = match cg.base.unwrap_or(CgroupBaseType::CgroupRoot) {
-        CgroupBaseType::CgroupRoot => CgroupDir::root(),
-        CgroupBaseType::Kubepods => paths.kubepods_dir(),
-        CgroupBaseType::KubepodsBurstable => paths.qos_dir(KubeQosClass::Burstable),
-        CgroupBaseType::KubepodsBesteffort => paths.qos_dir(KubeQosClass::BestEffort),
-    };
-    let mut dir = base;
-    for part in [cg.parent_dir.as_deref(), cg.relative_path.as_deref()]
-        .into_iter()
-        .flatten()
-        .map(|p| p.trim_matches('/'))
-        .filter(|p| !p.is_empty())
-    {
-        dir = dir.join(part).ok()?;
-    }
-    (dir != CgroupDir::root()).then_some(dir)
-}
-
-/// Whether a host application counts as BE for suppress: QoS `BE` and its cgroup under the
-/// besteffort QoS dir (upstream's `NonBEHostAppFilter`, negated).
-pub fn host_app_is_be(app: &HostApplicationSpec) -> bool {
-    app.qos.as_deref() == Some("BE")
-        && app.cgroup_path.as_ref().and_then(|c| c.base) == Some(CgroupBaseType::KubepodsBesteffort)
 }
 
 /// CPU usage of each host application with a readable cgroup, from its CPU time since the

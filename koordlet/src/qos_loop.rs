@@ -13,22 +13,25 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, watch};
 use tracing::info;
 
+use crate::act;
+use crate::evictor::Evictor;
 use crate::executor::Executor;
-use crate::features::FeatureGates;
 use crate::gather;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::Stores;
-use crate::qos::be_limits;
-use crate::qos::cpu_evict;
-use crate::qos::cpuset::CpuInfo;
-use crate::qos::engine::{self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report};
-use crate::qos::evictor::Evictor;
-use crate::qos::fast_suppress::CpusetScope;
 use crate::states::Snapshot;
 use crate::system::cgroup_stats::CpuThrottling;
 use crate::system::{Cgroups, KubeCgroupPaths};
 use crate::telemetry::Telemetry;
 use koord_api::nodeslo::CpuBurstPolicy;
+use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::be_limits;
+use koordlet_core::strategies::cpu_evict;
+use koordlet_core::strategies::cpuset::CpuInfo;
+use koordlet_core::strategies::engine::{
+    self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report,
+};
+use koordlet_core::strategies::fast_suppress::CpusetScope;
 
 /// What the agent decides about the round.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +40,23 @@ pub struct QosLoopConfig {
     pub apply_cpu_suppress: bool,
     /// The collect interval.
     pub collect_interval: Duration,
+}
+
+/// The node a round observes and acts on: cgroups and paths to read, the CPU topology, and the
+/// executor, evictor and metrics that carry the decisions out.
+pub struct QosEdges {
+    /// The node's cgroups.
+    pub cgroups: Arc<Cgroups>,
+    /// The kubelet's cgroup layout.
+    pub paths: KubeCgroupPaths,
+    /// The CPU topology, from [`crate::gather::read_topology`].
+    pub topology: Vec<CpuInfo>,
+    /// Applies the cgroup writes.
+    pub executor: Executor,
+    /// Evicts the picked pods.
+    pub evictor: Evictor,
+    /// The agent's metrics.
+    pub telemetry: Telemetry,
 }
 
 /// One QoS round's carried state and edges.
@@ -82,18 +102,16 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
 }
 
 impl QosLoop {
-    /// Builds the round's state; `topology` comes from [`gather::read_topology`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        config: QosLoopConfig,
-        gates: FeatureGates,
-        cgroups: Arc<Cgroups>,
-        paths: KubeCgroupPaths,
-        topology: Vec<CpuInfo>,
-        executor: Executor,
-        evictor: Evictor,
-        telemetry: Telemetry,
-    ) -> Self {
+    /// Builds the round's state.
+    pub fn new(config: QosLoopConfig, gates: FeatureGates, edges: QosEdges) -> Self {
+        let QosEdges {
+            cgroups,
+            paths,
+            topology,
+            executor,
+            evictor,
+            telemetry,
+        } = edges;
         QosLoop {
             config,
             gates,
@@ -233,28 +251,24 @@ impl QosLoop {
             }
         }
         // Apply in plan order, one executor call per run of writes from the same strategy:
-        // be_limits first (kept in executor form between rounds), then the rest.
-        if let Some(round) = &plan.be_limits_writes
+        // be_limits first (its writes shared with the cache between rounds), then the rest.
+        if let Some(round) = &plan.be_limits_round
             && !round.has_no_writes()
         {
-            let report = self.executor.apply_refs(round.executor_writes(), Instant::now());
-            self.telemetry.record_apply(be_limits::STRATEGY, &report);
+            act::apply_run(
+                &mut self.executor,
+                Some(&self.telemetry),
+                be_limits::STRATEGY,
+                round.writes(),
+                Instant::now(),
+            );
         }
-        let mut start = 0;
-        while start < plan.writes.len() {
-            let strategy = plan.writes[start].strategy;
-            let end = plan.writes[start..]
-                .iter()
-                .position(|w| w.strategy != strategy)
-                .map_or(plan.writes.len(), |n| start + n);
-            let writes: Vec<_> = plan.writes[start..end]
-                .iter()
-                .filter_map(|w| w.to_executor().ok())
-                .collect();
-            let report = self.executor.apply(writes, Instant::now());
-            self.telemetry.record_apply(strategy, &report);
-            start = end;
-        }
+        act::apply_in_plan_order(
+            &mut self.executor,
+            Some(&self.telemetry),
+            &plan.writes,
+            Instant::now(),
+        );
         self.telemetry
             .unsupported
             .set(i64::try_from(self.cgroups.unsupported_reported()).unwrap_or(i64::MAX));

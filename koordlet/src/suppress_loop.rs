@@ -12,45 +12,42 @@
 //! Policy `cpuset`: the slower QoS round publishes a [`CpusetScope`] (BE cgroup dirs, CPU
 //! topology, reserved/LSE/LSR/SYSTEM pools) whenever it changes; the loop reads the besteffort
 //! `cpuset.cpus` size each tick (one more kept-open file) and, when the budget asks for a
-//! different CPU count, runs the full [`cpu_suppress::decide`](crate::qos::cpu_suppress::decide)
+//! different CPU count, runs the full [`cpu_suppress::decide`](koordlet_core::strategies::cpu_suppress::decide)
 //! on its fast usage with that scope (whole cores first, NUMA-aware, never LSE or reserved CPUs)
 //! and applies the writes through the executor, which orders them safely between parents and
 //! children. On a policy change (or a new BE pod under `cpuset`) the full plan runs once more,
 //! which also restores what the policy does not use: quota −1 under `cpuset`, the full BE
 //! cpuset under `cfsQuota`, both when suppress is off.
 
+use koord_api::KubeQoSClass;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
+use koord_api::nodeslo::ResourceThresholdStrategy;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::executor::{ApplyReport, CgroupWrite, Executor, ExecutorConfig};
-use crate::features::FeatureGates;
-use crate::qos::CgroupWrite as PlanWrite;
-use crate::qos::FILE_CFS_QUOTA;
-use crate::qos::cpu_suppress::STRATEGY;
-use crate::qos::cpuset::CpuList;
-use crate::qos::fast_suppress::{
-    CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
-};
 use crate::states::Snapshot;
 use crate::system::proc_stat::USER_HZ;
 use crate::system::{
     CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, ParseError, SystemError,
 };
-use crate::telemetry::Telemetry;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::cpu_suppress::STRATEGY;
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::fast_suppress::{
+    CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
+};
+use koordlet_core::strategies::settle::{Settle, SettleStep, SuppressMode};
 
 mod counters;
+mod metrics;
 mod node_cpu;
 
 use counters::{CounterFile, CounterKind};
+pub use metrics::SuppressMetrics;
 pub use node_cpu::node_cpu;
 
 /// Where the node's busy time comes from.
@@ -77,40 +74,6 @@ pub struct SuppressLoopConfig {
     pub kubepods: CgroupDir,
     /// The `besteffort` QoS cgroup.
     pub besteffort: CgroupDir,
-}
-
-/// The loop's Prometheus metrics (`koordlet_` prefix), plus the agent's shared ones.
-#[derive(Debug, Clone)]
-pub struct SuppressMetrics {
-    /// `cpu_suppress_writes{direction}`: besteffort quota changes (`decrease`, `increase`,
-    /// `restore`).
-    pub writes: Family<Vec<(String, String)>, Counter>,
-    /// `be_cpu_suppress_budget_milli`: the BE budget of the last tick, −1 when suppress is off.
-    pub budget_milli: Gauge,
-    /// The agent's metrics (`cgroup_writes{strategy="cpu_suppress"}`).
-    pub telemetry: Telemetry,
-}
-
-impl SuppressMetrics {
-    /// Creates and registers the loop's metrics.
-    pub fn register(registry: &mut Registry, telemetry: Telemetry) -> Self {
-        let m = SuppressMetrics {
-            writes: Family::default(),
-            budget_milli: Gauge::default(),
-            telemetry,
-        };
-        registry.register(
-            "cpu_suppress_writes",
-            "Besteffort CPU quota changes made by the fast suppress loop, by direction",
-            m.writes.clone(),
-        );
-        registry.register(
-            "be_cpu_suppress_budget_milli",
-            "BE CPU budget of the fast suppress loop's last tick in milli-cores (-1: suppress off)",
-            m.budget_milli.clone(),
-        );
-        m
-    }
 }
 
 /// What one tick did (for tests and the benchmark).
@@ -149,28 +112,8 @@ pub struct SuppressLoop {
     scope: Option<Arc<CpusetScope>>,
     scope_available: usize,
     scope_updates: Option<watch::Receiver<Option<Arc<CpusetScope>>>>,
-    /// The policy whose "restore the other resource" plan has been applied.
-    settled: Option<Mode>,
-}
-
-/// Which suppress policy is in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Off,
-    Quota,
-    Cpuset,
-}
-
-impl Mode {
-    fn of(strategy: Option<&ResourceThresholdStrategy>) -> Mode {
-        match strategy.filter(|s| s.enable == Some(true)) {
-            None => Mode::Off,
-            Some(s) => match s.cpu_suppress_policy.unwrap_or(CpuSuppressPolicy::Cpuset) {
-                CpuSuppressPolicy::CfsQuota => Mode::Quota,
-                CpuSuppressPolicy::Cpuset => Mode::Cpuset,
-            },
-        }
-    }
+    /// Which policy's "restore the other resource" plan has been applied.
+    settle: Settle,
 }
 
 impl SuppressLoop {
@@ -241,7 +184,7 @@ impl SuppressLoop {
             scope: None,
             scope_available: 0,
             scope_updates: None,
-            settled: None,
+            settle: Settle::default(),
         })
     }
 
@@ -279,9 +222,7 @@ impl SuppressLoop {
         }
         self.scope = scope;
         // A new BE pod (or new pools) gets its cpuset at the next tick.
-        if self.settled == Some(Mode::Cpuset) {
-            self.settled = None;
-        }
+        self.settle.scope_changed();
     }
 
     fn cpuset_size(&mut self) -> Option<CpusetSize> {
@@ -352,8 +293,8 @@ impl SuppressLoop {
             let scope = rx.borrow_and_update().clone();
             self.set_cpuset_scope(scope);
         }
-        let mode = Mode::of(strategy);
-        if mode == Mode::Cpuset && self.scope.is_none() {
+        let mode = SuppressMode::of(strategy);
+        if mode == SuppressMode::Cpuset && self.scope.is_none() {
             if !self.warned_scope {
                 info!(
                     strategy = STRATEGY,
@@ -365,7 +306,7 @@ impl SuppressLoop {
             self.warned_scope = false;
         }
         let current = self.current_quota();
-        let cpus = if mode == Mode::Cpuset {
+        let cpus = if mode == SuppressMode::Cpuset {
             self.cpuset_size()
         } else {
             None
@@ -413,7 +354,7 @@ impl SuppressLoop {
                 );
                 let out = self.apply_plan(now, None, node, |_| true, "restore");
                 if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Off);
+                    self.settle.settled(SuppressMode::Off);
                 }
                 match out {
                     TickOutcome::WroteCpuset(_) => TickOutcome::Wrote(-1),
@@ -458,7 +399,7 @@ impl SuppressLoop {
                     );
                     let out = self.apply_plan(now, strategy, node, |_| true, direction);
                     if out != TickOutcome::Idle {
-                        self.settled = Some(Mode::Cpuset);
+                        self.settle.settled(SuppressMode::Cpuset);
                     }
                     out
                 }
@@ -466,35 +407,26 @@ impl SuppressLoop {
             },
             FastAction::Idle => TickOutcome::Idle,
         };
-        if outcome != TickOutcome::Idle || self.settled == Some(mode) || self.scope.is_none() {
-            return outcome;
-        }
         // Once per policy change (and per new BE pod under cpuset): restore what the policy
         // does not use, and under cpuset give every BE dir the chosen set.
-        match mode {
-            Mode::Off => {
-                let out = self.apply_plan(now, None, node, |_| true, "restore");
-                if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Off);
-                }
-                out
-            }
-            Mode::Quota => {
-                // The quota is the fast path's; take only the cpuset restore.
-                let out = self.apply_plan(now, strategy, node, |w| w.file != FILE_CFS_QUOTA, "restore");
-                if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Quota);
-                }
-                TickOutcome::Idle
-            }
-            Mode::Cpuset if self.fast.budget_milli().is_some() && cpus.is_some() => {
-                let out = self.apply_plan(now, strategy, node, |_| true, "decrease");
-                if out != TickOutcome::Idle {
-                    self.settled = Some(Mode::Cpuset);
-                }
-                out
-            }
-            Mode::Cpuset => TickOutcome::Idle,
+        let cpuset_known = self.fast.budget_milli().is_some() && cpus.is_some();
+        let acted = outcome != TickOutcome::Idle;
+        let Some(step) = self.settle.step(mode, acted, self.scope.is_some(), cpuset_known) else {
+            return outcome;
+        };
+        let direction = match step {
+            SettleStep::ApplyCpuset => "decrease",
+            SettleStep::RestoreAll | SettleStep::RestoreCpusets => "restore",
+        };
+        let plan_strategy = if step.with_strategy() { strategy } else { None };
+        let out = self.apply_plan(now, plan_strategy, node, |w| step.keeps(w), direction);
+        if out != TickOutcome::Idle {
+            self.settle.settled(step.mode());
+        }
+        match step {
+            // The quota is the fast path's: its tick stays idle.
+            SettleStep::RestoreCpusets => TickOutcome::Idle,
+            SettleStep::RestoreAll | SettleStep::ApplyCpuset => out,
         }
     }
 
@@ -507,7 +439,7 @@ impl SuppressLoop {
         now: Instant,
         strategy: Option<&ResourceThresholdStrategy>,
         node: NodeCpu,
-        keep: impl Fn(&PlanWrite) -> bool,
+        keep: impl Fn(&CgroupWrite) -> bool,
         direction: &str,
     ) -> TickOutcome {
         let Some(scope) = self.scope.clone() else {
@@ -515,14 +447,12 @@ impl SuppressLoop {
         };
         let mut be = scope.be.clone();
         be.besteffort.cfs_quota_us = self.current_quota();
-        be.besteffort.cpuset = CgroupDir::new(&be.besteffort.dir).ok().and_then(|d| {
-            match self.cgroups.version() {
-                CgroupVersion::V1 => self.cgroups.cpuset_cpus(&d),
-                // An empty v2 `cpuset.cpus` is the parent's set, not "no CPUs".
-                CgroupVersion::V2 => self.cgroups.effective_cpus(&d),
-            }
-            .ok()
-        });
+        be.besteffort.cpuset = match self.cgroups.version() {
+            CgroupVersion::V1 => self.cgroups.cpuset_cpus(&be.besteffort.dir),
+            // An empty v2 `cpuset.cpus` is the parent's set, not "no CPUs".
+            CgroupVersion::V2 => self.cgroups.effective_cpus(&be.besteffort.dir),
+        }
+        .ok();
         let plan = self.fast.full_plan(strategy, node, &be, &scope.pools);
         if !plan.reason.is_empty() {
             warn!(strategy = STRATEGY, reason = %plan.reason, "cpu suppress: plan incomplete");
@@ -532,16 +462,12 @@ impl SuppressLoop {
         let mut be_quota = None;
         for w in plan.writes.iter().filter(|w| keep(w)) {
             if w.cgroup == be.besteffort.dir {
-                if w.file == FILE_CFS_QUOTA {
-                    be_quota = w.value.trim().parse::<i64>().ok();
-                } else {
-                    be_cpus = CpuList::parse(&w.value).ok().map(|c| c.len());
+                match &w.value {
+                    CgroupValue::Int(q) => be_quota = Some(*q),
+                    CgroupValue::Cpus(c) => be_cpus = Some(c.len()),
                 }
             }
-            match w.to_executor() {
-                Ok(x) => writes.push(x),
-                Err(e) => warn!(strategy = STRATEGY, error = %e, "cpu suppress: bad plan write"),
-            }
+            writes.push(w.clone());
         }
         let report = self.apply(writes, now, direction, "BE cpuset/quota write failed");
         if !report.errors.is_empty() {
@@ -567,17 +493,17 @@ impl SuppressLoop {
         direction: &str,
         failure: &str,
     ) -> ApplyReport {
-        let report = self.executor.apply(writes, now);
+        let telemetry = self.metrics.as_ref().map(|m| &m.telemetry);
+        let report = crate::act::apply_run(&mut self.executor, telemetry, STRATEGY, &writes, now);
         for f in &report.errors {
             warn!(strategy = STRATEGY, error = %f.error, "{failure}");
         }
-        if let Some(m) = &self.metrics {
-            m.telemetry.record_apply(STRATEGY, &report);
-            if !report.changes.is_empty() {
-                m.writes
-                    .get_or_create(&vec![("direction".to_string(), direction.to_string())])
-                    .inc();
-            }
+        if let Some(m) = &self.metrics
+            && !report.changes.is_empty()
+        {
+            m.writes
+                .get_or_create(&vec![("direction".to_string(), direction.to_string())])
+                .inc();
         }
         report
     }
@@ -587,7 +513,7 @@ impl SuppressLoop {
             cgroup: self.config.besteffort.clone(),
             resource: CgroupResource::CpuCfsQuota,
             value: CgroupValue::Int(quota_us),
-            strategy: STRATEGY.to_owned(),
+            strategy: STRATEGY.into(),
         };
         let report = self.apply(vec![write], now, direction, "besteffort quota write failed");
         if report.errors.is_empty() {
@@ -653,21 +579,22 @@ fn parse_error(path: &std::path::Path, what: &'static str, detail: &str) -> Syst
     SystemError::parse(path.to_path_buf(), ParseError::new(what, detail.to_owned()))
 }
 
-/// The agent's loop settings from its flags: `/proc/stat` for the node, the kubelet's
-/// `kubepods` and besteffort cgroups for the driver in use.
-pub fn spawn_config(
-    args: &crate::cli::AgentArgs,
+/// The agent's loop settings: tick `interval`, `dry_run`, `/proc/stat` for the node, the
+/// kubelet's `kubepods` and besteffort cgroups for the driver in use.
+pub fn node_config(
+    interval: Duration,
+    dry_run: bool,
     roots: &crate::system::SystemRoots,
     paths: &crate::system::KubeCgroupPaths,
-) -> Result<SuppressLoopConfig, SystemError> {
-    Ok(SuppressLoopConfig {
-        interval: args.suppress_interval,
-        dry_run: args.dry_run,
+) -> SuppressLoopConfig {
+    SuppressLoopConfig {
+        interval,
+        dry_run,
         fast: FastSuppressConfig::default(),
         node_counter: NodeCounter::ProcStat(roots.proc_file("stat")),
         kubepods: paths.kubepods_dir(),
-        besteffort: paths.qos_dir(crate::system::KubeQosClass::BestEffort),
-    })
+        besteffort: paths.qos_dir(KubeQoSClass::BestEffort),
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::Pod;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::collector::{Collector, Stores};
 use koordlet::metrics::{MetricKind, MetricTime, SeriesKey};
-use koordlet::qos::be_limits::{self, BeLimitsSettings};
 use koordlet::states::{PodMeta, Snapshot};
 use koordlet::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
+use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
 
 static CPU_LOCK: Mutex<()> = Mutex::new(());
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -231,7 +231,7 @@ fn be_limits_throttle_a_busy_pod_to_its_batch_cpu_limit() {
     tree.spawn_burner();
     let free = tree.measure(Duration::from_secs(2));
     let plan = be_limits::decide(&[be_pod("500")], &tree.paths(), BeLimitsSettings::default());
-    let writes: Vec<_> = plan.writes.iter().map(|w| w.to_executor().unwrap()).collect();
+    let writes: Vec<_> = plan.writes.clone();
     let report = Executor::new(cgroups, ExecutorConfig::default()).apply(writes, Instant::now());
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     std::thread::sleep(Duration::from_millis(300));

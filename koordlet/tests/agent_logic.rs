@@ -4,18 +4,19 @@
 
 mod common;
 
+use koord_api::KubeQoSClass;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use koordlet::metrics::collector::{Collector, Stores};
 use koordlet::metrics::{MetricKind, MetricTime, SeriesKey};
 use koordlet::plan::{PlanOptions, parse_input, plan};
-use koordlet::qos::be_limits::{self, BeLimitsSettings};
 use koordlet::report::{ReportInput, build_status};
 use koordlet::states::{
-    NodeMetricSettings, PodMeta, PodsOutcome, Snapshot, StatesError, merge_pods, parse_kubelet_pods,
+    NodeMetricSettings, PodMeta, PodsOutcome, Snapshot, merge_pods, parse_kubelet_pods, sources,
 };
 use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups, KubeCgroupPaths};
+use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
 use serde_json::json;
 
 fn pod(value: serde_json::Value) -> Pod {
@@ -53,7 +54,10 @@ fn kubelet_empty_or_failed_answer_keeps_the_previous_list() {
     let (kept, outcome) = merge_pods(&pods, parse_kubelet_pods(br#"{"items":null}"#));
     assert_eq!(outcome, PodsOutcome::KeptEmptyAnswer);
     assert_eq!(kept.len(), 1);
-    let (kept, outcome) = merge_pods(&pods, Err(StatesError::Request("connection refused".into())));
+    let refused = sources::kubelet_client("not a url", None)
+        .map(|_| ())
+        .unwrap_err();
+    let (kept, outcome) = merge_pods(&pods, Err(refused));
     assert!(matches!(outcome, PodsOutcome::KeptOnError(_)));
     assert_eq!(kept.len(), 1);
     assert!(parse_kubelet_pods(b"<html>").is_err());
@@ -81,10 +85,10 @@ proptest::proptest! {
 fn value_of(plan: &be_limits::BeLimitsPlan, dir: &str, file: &str) -> String {
     plan.writes
         .iter()
-        .find(|w| w.cgroup == dir && w.file == file)
+        .find(|w| w.cgroup.to_string() == dir && w.file() == file)
         .unwrap_or_else(|| panic!("no write {dir} {file}: {:?}", plan.writes))
         .value
-        .clone()
+        .to_string()
 }
 
 #[test]
@@ -132,8 +136,8 @@ fn be_limits_pod_and_container_values() {
     assert!(
         plan.writes
             .iter()
-            .filter(|w| w.file == "cpu.cfs_quota_us")
-            .all(|w| w.value == "-1")
+            .filter(|w| w.file() == "cpu.cfs_quota_us")
+            .all(|w| w.value.as_int() == Some(-1))
     );
 
     // Systemd paths.
@@ -142,7 +146,7 @@ fn be_limits_pod_and_container_values() {
         &KubeCgroupPaths::new(CgroupDriver::Systemd),
         BeLimitsSettings::default(),
     );
-    assert!(plan.writes.iter().any(|w| w.cgroup
+    assert!(plan.writes.iter().any(|w| w.cgroup.to_string()
         == "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podaaaaaaaa_0000_0000_0000_000000000001.slice/cri-containerd-c1.scope"));
 }
 
@@ -229,15 +233,13 @@ fn cached_be_limits_are_refreshed_and_follow_pod_changes() {
     );
     let mut cache = be_limits::BeLimitsCache::new();
     let settings = BeLimitsSettings::default();
-    let dir = host
-        .paths
-        .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+    let dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &common::uid());
     let quota = || host.read("cpu", dir.as_path(), "cpu.cfs_quota_us");
     let t0 = Instant::now();
     let mut pods = be("500");
     let mut round = |pods: &[koordlet::states::PodMeta], at: u64| {
         let decided = cache.decide(pods, &host.paths, settings);
-        let report = executor.apply_refs(decided.executor_writes(), t0 + Duration::from_secs(at));
+        let report = executor.apply_refs(decided.writes(), t0 + Duration::from_secs(at));
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         report
     };
@@ -281,13 +283,11 @@ fn be_limits_applied_on_v1_and_v2_trees() {
         )]);
         let cgroups = Arc::new(Cgroups::detect(&host.roots).unwrap());
         let plan = be_limits::decide(&pods, &host.paths, BeLimitsSettings::default());
-        let writes: Vec<_> = plan.writes.iter().map(|w| w.to_executor().unwrap()).collect();
+        let writes: Vec<_> = plan.writes.clone();
         let mut executor = koordlet::executor::Executor::new(cgroups, Default::default());
         let report = executor.apply(writes, std::time::Instant::now());
         assert!(report.errors.is_empty(), "{version:?}: {:?}", report.errors);
-        let pod_dir = host
-            .paths
-            .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+        let pod_dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &common::uid());
         let dir = pod_dir.as_path();
         match version {
             CgroupVersion::V1 => {
@@ -479,9 +479,7 @@ fn collector_reads_pods_and_drops_vanished_ones() {
     collector.collect(&snapshot, MetricTime(t0), &mut stores);
     // One second later: node +200 ticks (2 cores), pod cgroup +1 s of CPU (1 core).
     std::fs::write(host.roots.proc.join("stat"), "cpu  200 0 200 1000 0 0 0 0 0 0\n").unwrap();
-    let pod_dir = host
-        .paths
-        .pod_dir(koordlet::system::KubeQosClass::BestEffort, &common::uid());
+    let pod_dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &common::uid());
     std::fs::write(
         host.file("cpuacct", pod_dir.as_path(), "cpuacct.usage"),
         "6000000000\n",

@@ -5,13 +5,14 @@
 
 mod common;
 
+use koord_api::KubeQoSClass;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{FakeHost, LogCapture, uid};
 use koordlet::executor::{CgroupWrite, Executor, ExecutorConfig};
 use koordlet::system::{
-    CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, CpuSet, KubeQosClass,
+    CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, CpuSet,
 };
 
 fn setup(version: CgroupVersion, dry_run: bool) -> (FakeHost, Executor) {
@@ -37,7 +38,7 @@ fn write(dir: &CgroupDir, resource: R, value: i64) -> CgroupWrite {
 }
 
 fn be_pod(host: &FakeHost) -> CgroupDir {
-    host.paths.pod_dir(KubeQosClass::BestEffort, &uid())
+    host.paths.pod_dir(KubeQoSClass::BestEffort, &uid())
 }
 
 #[test]
@@ -148,7 +149,7 @@ fn quota_and_burst_go_in_the_order_the_kernel_accepts() {
 #[test]
 fn cpusets_widen_parents_top_down_then_narrow_children_bottom_up() {
     let (host, mut exec) = setup(CgroupVersion::V1, false);
-    let qos = host.paths.qos_dir(KubeQosClass::BestEffort);
+    let qos = host.paths.qos_dir(KubeQoSClass::BestEffort);
     let pod = be_pod(&host);
     std::fs::write(host.file("cpuset", qos.as_path(), "cpuset.cpus"), "0-1").unwrap();
     std::fs::write(host.file("cpuset", pod.as_path(), "cpuset.cpus"), "0-1").unwrap();
@@ -273,7 +274,7 @@ fn cache_forgets_vanished_pods() {
         t,
     );
     assert_eq!(exec.cached_entries(), 2);
-    exec.forget(&host.paths.qos_dir(KubeQosClass::BestEffort));
+    exec.forget(&host.paths.qos_dir(KubeQoSClass::BestEffort));
     assert_eq!(exec.cached_entries(), 0);
     exec.apply(vec![write(&dir, R::CpuShares, 512)], t);
     // Entries older than twice the refresh period are dropped on the next apply.

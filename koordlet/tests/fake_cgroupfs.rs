@@ -5,12 +5,13 @@
 
 mod common;
 
+use koord_api::KubeQoSClass;
 use std::path::Path;
 
 use common::{FakeHost, LogCapture, cid, uid};
 use koordlet::system::{
     CgroupDir, CgroupDriver, CgroupMode, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, CpuSet,
-    KubeQosClass, SystemError,
+    SystemError,
 };
 
 const DRIVERS: [CgroupDriver; 2] = [CgroupDriver::Cgroupfs, CgroupDriver::Systemd];
@@ -29,7 +30,7 @@ fn detection_from_the_mount_table_and_the_driver_from_the_tree() {
             assert_eq!(cgroups.version(), version);
             assert_eq!(cgroups.layout().source, "mountinfo");
             assert_eq!(
-                CgroupDriver::detect(&host.roots.cgroup, cgroups.layout(), Path::new("")),
+                koordlet::system::detect_driver(&host.roots.cgroup, cgroups.layout(), Path::new("")),
                 Some(driver)
             );
         }
@@ -47,7 +48,7 @@ fn every_qos_class_at_every_level_resolves_to_the_kernel_files() {
         for driver in DRIVERS {
             let host = FakeHost::new(version, driver);
             let cgroups = detect(&host);
-            for qos in KubeQosClass::ALL {
+            for qos in koordlet::system::KUBE_QOS_CLASSES {
                 for dir in [
                     host.paths.qos_dir(qos),
                     host.paths.pod_dir(qos, &uid()),
@@ -87,7 +88,7 @@ fn every_qos_class_at_every_level_resolves_to_the_kernel_files() {
 
 #[test]
 fn conversions_at_their_boundaries_through_the_files() {
-    let be = |host: &FakeHost| host.paths.pod_dir(KubeQosClass::BestEffort, &uid());
+    let be = |host: &FakeHost| host.paths.pod_dir(KubeQoSClass::BestEffort, &uid());
     let host = FakeHost::new(CgroupVersion::V2, CgroupDriver::Systemd);
     let cg = detect(&host);
     let dir = be(&host);
@@ -146,7 +147,7 @@ fn values_outside_the_domain_never_reach_the_file() {
     for version in VERSIONS {
         let host = FakeHost::new(version, CgroupDriver::Cgroupfs);
         let cg = detect(&host);
-        let dir = host.paths.qos_dir(KubeQosClass::BestEffort);
+        let dir = host.paths.qos_dir(KubeQoSClass::BestEffort);
         for (r, bad) in [
             (R::CpuShares, 1),
             (R::CpuShares, 262_145),
@@ -179,7 +180,7 @@ fn unsupported_files_are_logged_once_and_skipped() {
     let cg = detect(&host);
     let logs = LogCapture::default();
     logs.run(|| {
-        for qos in KubeQosClass::ALL {
+        for qos in koordlet::system::KUBE_QOS_CLASSES {
             let dir = host.paths.pod_dir(qos, &uid());
             for _ in 0..50 {
                 let err = cg.write(R::CpuIdle, &dir, &CgroupValue::Int(1)).unwrap_err();
@@ -216,7 +217,7 @@ fn stat_readers_on_both_versions() {
     for version in VERSIONS {
         let host = FakeHost::new(version, CgroupDriver::Systemd);
         let cg = detect(&host);
-        let dir = host.paths.container_dir(KubeQosClass::Burstable, &uid(), &cid());
+        let dir = host.paths.container_dir(KubeQoSClass::Burstable, &uid(), &cid());
         assert_eq!(cg.cpu_usage_ns(&dir).unwrap(), 5_000_000_000);
         assert_eq!(cg.memory_usage_bytes(&dir).unwrap(), 1_048_576);
         let stat = cg.memory_stat(&dir).unwrap();

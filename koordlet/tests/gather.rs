@@ -4,20 +4,21 @@
 
 mod common;
 
+use koord_api::KubeQoSClass;
 use std::collections::HashMap;
 use std::path::Path;
 
 use koordlet::gather::{read_cgroup_facts, read_topology};
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
-use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups, KubeQosClass};
+use koordlet::system::{CgroupDriver, CgroupVersion, Cgroups};
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 #[test]
 fn cgroup_facts_in_v1_units_on_both_versions() {
     for version in [CgroupVersion::V1, CgroupVersion::V2] {
         let host = common::FakeHost::new(version, CgroupDriver::Cgroupfs);
         let cgroups = Cgroups::detect(&host.roots).unwrap();
-        let be = host.paths.qos_dir(KubeQosClass::BestEffort);
-        let pod = host.paths.pod_dir(KubeQosClass::Burstable, &common::uid());
+        let be = host.paths.qos_dir(KubeQoSClass::BestEffort);
+        let pod = host.paths.pod_dir(KubeQoSClass::Burstable, &common::uid());
         match version {
             CgroupVersion::V1 => {
                 std::fs::write(host.file("cpu", be.as_path(), "cpu.cfs_quota_us"), "50000\n").unwrap();
@@ -65,7 +66,7 @@ fn throttled_ratio_from_two_rounds() {
     let cgroups = Cgroups::detect(&host.roots).unwrap();
     let dir = host
         .paths
-        .container_dir(KubeQosClass::Burstable, &common::uid(), &common::cid());
+        .container_dir(KubeQoSClass::Burstable, &common::uid(), &common::cid());
     let stat = host.file("cpu", dir.as_path(), "cpu.stat");
     let reads = vec![(dir.to_string(), "cpu.cfs_burst_us")];
     let mut previous = HashMap::new();

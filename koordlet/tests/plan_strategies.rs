@@ -1,9 +1,9 @@
 //! `koordlet plan` over the seeds' scenarios: every strategy's decision from one YAML file.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
-use koordlet::features::FeatureGates;
 use koordlet::plan::{PlanOptions, parse_input, plan};
 use koordlet::system::{CgroupDriver, CgroupVersion};
+use koordlet_core::features::FeatureGates;
 use serde_json::Value;
 
 fn run(fixture: &str, gates: &str) -> Value {

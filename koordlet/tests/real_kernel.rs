@@ -3,6 +3,7 @@
 //! panic), and prints `skipped: <reason>` and passes where that is not possible.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use koord_api::KubeQoSClass;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use koordlet::executor::{CgroupWrite, Executor, ExecutorConfig};
 use koordlet::system::{
     CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, ContainerId, FdBudget,
-    KubeCgroupPaths, KubeQosClass, PodUid, Subsystem, SystemError, SystemRoots,
+    KubeCgroupPaths, PodUid, Subsystem, SystemError, SystemRoots,
 };
 
 /// Removes the created directories, deepest first.
@@ -95,14 +96,14 @@ fn detection_paths_and_executor_on_the_real_kernel() {
     let paths = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, &parent).unwrap();
     let uid = PodUid::new("0a1b2c3d-0000-1111-2222-333344445555").unwrap();
     let cid = ContainerId::parse("containerd://feedface0123").unwrap();
-    let pod = paths.pod_dir(KubeQosClass::BestEffort, &uid);
-    let container = paths.container_dir(KubeQosClass::BestEffort, &uid, &cid);
+    let pod = paths.pod_dir(KubeQoSClass::BestEffort, &uid);
+    let container = paths.container_dir(KubeQoSClass::BestEffort, &uid, &cid);
     create(&cgroups, &mut guard, container.as_path());
 
     // Detection on this machine: v1 (hybrid counts as v1) and, below our parent, cgroupfs.
     assert_eq!(cgroups.version(), CgroupVersion::V1);
     assert_eq!(
-        CgroupDriver::detect(cgroups.root(), cgroups.layout(), &parent),
+        koordlet::system::detect_driver(cgroups.root(), cgroups.layout(), &parent),
         Some(CgroupDriver::Cgroupfs)
     );
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Command-line flags; each is also an environment variable.
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use koord_runtime::LogFormat;
@@ -71,9 +71,15 @@ pub struct RunArgs {
     /// Elect a leader through Lease `koordinator-manager`; only the leader writes.
     #[arg(long, env = "KOORD_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
-    /// Lease duration in seconds (a stopped leader is replaced within this time).
-    #[arg(long, env = "KOORD_LEASE_DURATION_SECONDS", default_value_t = 30)]
-    pub lease_duration_seconds: u64,
+    /// Lease duration: a stopped leader is replaced within this time. Whole seconds (`30`) or a
+    /// Go duration (`30s`, `1m`); the Lease holds whole seconds.
+    #[arg(
+        long = "lease-duration-seconds",
+        env = "KOORD_LEASE_DURATION_SECONDS",
+        value_parser = koord_runtime::parse_interval,
+        default_value = "30"
+    )]
+    pub lease_duration: Duration,
     /// Identity in the Lease; default: the hostname (the pod name in a cluster).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
@@ -92,7 +98,37 @@ pub struct RunArgs {
         global = true
     )]
     pub log_format: LogFormat,
-    /// Seconds between re-checks of a node's batch resources without events (staleness).
-    #[arg(long, env = "KOORD_RESYNC_SECONDS", default_value_t = 60)]
-    pub resync_seconds: u64,
+    /// Time between re-checks of a node's batch resources without events (staleness). Whole
+    /// seconds (`60`) or a Go duration (`1m`, `1m30s`).
+    #[arg(
+        long = "resync-seconds",
+        env = "KOORD_RESYNC_SECONDS",
+        value_parser = koord_runtime::parse_interval,
+        default_value = "60"
+    )]
+    pub resync: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_flags_take_seconds_or_go_durations() {
+        let cli = Cli::try_parse_from([
+            "koord-manager",
+            "--resync-seconds=1m30s",
+            "--lease-duration-seconds=15",
+        ])
+        .unwrap();
+        assert_eq!(cli.run.resync, Duration::from_secs(90));
+        assert_eq!(cli.run.lease_duration, Duration::from_secs(15));
+        let defaults = Cli::try_parse_from(["koord-manager"]).unwrap();
+        assert_eq!(defaults.run.resync, Duration::from_secs(60));
+        assert_eq!(defaults.run.lease_duration, Duration::from_secs(30));
+        let err = Cli::try_parse_from(["koord-manager", "--resync-seconds=1x"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown unit \"x\""), "{err}");
+    }
 }

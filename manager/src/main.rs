@@ -1,6 +1,6 @@
 //! The koord-manager binary: flags, logging, then [`koord_manager::run::run`] or `calc`.
 
-use std::{io::Read, process::ExitCode};
+use std::process::ExitCode;
 
 use clap::Parser;
 use koord_manager::{
@@ -13,16 +13,10 @@ use koord_manager::{
 const EXIT_BAD_INPUT: u8 = 2;
 
 fn calc_command(args: &CalcArgs) -> ExitCode {
-    let input = if args.file == "-" {
-        let mut buffer = String::new();
-        std::io::stdin().read_to_string(&mut buffer).map(|_| buffer)
-    } else {
-        std::fs::read_to_string(&args.file)
-    };
-    let input = match input {
+    let input = match koord_runtime::read_file_or_stdin(&args.file) {
         Ok(input) => input,
         Err(error) => {
-            eprintln!("koord-manager calc: cannot read {}: {error}", args.file);
+            eprintln!("koord-manager calc: {error}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };

@@ -3,7 +3,6 @@
 use std::{
     future::Future,
     sync::{Arc, Mutex, RwLock},
-    time::Duration,
 };
 
 use futures::{FutureExt, Stream, StreamExt, stream};
@@ -11,7 +10,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use koord_api::{NodeMetric, NodeSLO};
 use kube::{
     Api, Client, ResourceExt,
-    config::{KubeConfigOptions, Kubeconfig},
     runtime::{
         Controller, WatchStreamExt, controller,
         events::{Recorder, Reporter},
@@ -68,12 +66,9 @@ pub const LEASE_NAME: &str = "koordinator-manager";
 /// Why the manager could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The kubeconfig could not be read.
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(#[from] kube::config::KubeconfigError),
-    /// No usable client configuration.
-    #[error("client configuration: {0}")]
-    Infer(#[from] kube::config::InferConfigError),
+    /// No usable client configuration, or no client from it.
+    #[error("{0}")]
+    Kubeconfig(#[from] koord_runtime::KubeconfigError),
     /// The client could not be built.
     #[error("client: {0}")]
     Client(#[from] kube::Error),
@@ -85,16 +80,9 @@ pub enum StartError {
     Admin(#[from] std::io::Error),
 }
 
-/// Builds a client from `--kubeconfig`, else in-cluster, else the default kubeconfig.
+/// Builds a client from `--kubeconfig`, else the environment (see [`koord_runtime::kube_config`]).
 pub async fn client(args: &RunArgs) -> Result<Client, StartError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    Ok(koord_runtime::kube_client(args.kubeconfig.as_deref()).await?)
 }
 
 fn broadcast_stream(sender: &broadcast::Sender<()>) -> impl Stream<Item = ()> + Send + 'static {
@@ -152,7 +140,7 @@ pub async fn run(
             &args.config_namespace,
             LEASE_NAME,
             &identity,
-            args.lease_duration_seconds,
+            args.lease_duration.as_secs().max(1),
         )
         .await?
     } else {
@@ -204,7 +192,7 @@ pub async fn run(
         pods: pods.clone(),
         usage: usage.clone(),
         last_batch_write: Mutex::new(Default::default()),
-        resync: Duration::from_secs(args.resync_seconds.max(1)),
+        resync: args.resync,
     });
 
     let children = cleanup::Children {

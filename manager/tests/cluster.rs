@@ -6,7 +6,6 @@
 
 use std::{
     collections::BTreeMap,
-    future::Future,
     net::SocketAddr,
     sync::{
         Arc, Mutex,
@@ -21,6 +20,7 @@ use koord_manager::{
     cli::{ControllerName, RunArgs},
     run,
 };
+use koord_test_support::eventually;
 use koord_testcluster::{ClusterOptions, TestCluster};
 use kube::{
     Api, Client,
@@ -62,12 +62,12 @@ fn args(leader_elect: bool, lease_seconds: u64, identity: &str) -> RunArgs {
             ControllerName::Noderesource,
         ],
         leader_elect,
-        lease_duration_seconds: lease_seconds,
+        lease_duration: Duration::from_secs(lease_seconds),
         identity: Some(identity.into()),
         metrics_addr: any,
         health_addr: any,
         log_format: koord_runtime::LogFormat::Text,
-        resync_seconds: 1,
+        resync: Duration::from_secs(1),
     }
 }
 
@@ -85,19 +85,8 @@ fn start(client: &Client, args: RunArgs) -> (oneshot::Sender<()>, tokio::task::J
     (stop, task)
 }
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+/// How long the manager gets to reconcile what a test changed.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn config_map(client: &Client, data: &[(&str, &str)]) {
     let data: BTreeMap<String, String> = data.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
@@ -157,14 +146,14 @@ async fn manager_follows_config_nodes_and_node_metrics() {
 
     // Seed 001 → NodeSLO and NodeMetric for every node.
     for name in ["n1", "n2"] {
-        eventually("NodeSLO from seed 001", || async {
+        eventually("NodeSLO from seed 001", PATIENCE, || async {
             node_slo(&client, name).await.is_some_and(|slo| {
                 let threshold = slo.spec.resource_used_threshold_with_be.unwrap_or_default();
                 threshold.enable == Some(true) && threshold.memory_evict_threshold_percent == Some(70)
             })
         })
         .await;
-        eventually("NodeMetric", || async {
+        eventually("NodeMetric", PATIENCE, || async {
             Api::<NodeMetric>::all(client.clone())
                 .get_opt(name)
                 .await
@@ -176,7 +165,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
 
     // Node added and removed.
     add_node(&client, "n3").await;
-    eventually("NodeSLO of the new node", || async {
+    eventually("NodeSLO of the new node", PATIENCE, || async {
         node_slo(&client, "n3").await.is_some()
     })
     .await;
@@ -184,7 +173,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
         .delete("n3", &Default::default())
         .await
         .unwrap();
-    eventually("NodeSLO deleted with its node", || async {
+    eventually("NodeSLO deleted with its node", PATIENCE, || async {
         node_slo(&client, "n3").await.is_none()
     })
     .await;
@@ -201,7 +190,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
         .await
         .unwrap();
     // Defaults: reclaim 60 % CPU → 100 − 40 − 7 = 53 cores.
-    eventually("batch-cpu on n1", || async {
+    eventually("batch-cpu on n1", PATIENCE, || async {
         batch_cpu(&client, "n1").await.as_deref() == Some("53000")
     })
     .await;
@@ -210,7 +199,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
         .patch_status("n1", &PatchParams::default(), &Patch::Merge(report(stale)))
         .await
         .unwrap();
-    eventually("batch-cpu removed from n1", || async {
+    eventually("batch-cpu removed from n1", PATIENCE, || async {
         batch_cpu(&client, "n1").await.is_none()
     })
     .await;
@@ -225,7 +214,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
         ],
     )
     .await;
-    eventually("burst applied despite the broken key", || async {
+    eventually("burst applied despite the broken key", PATIENCE, || async {
         node_slo(&client, "n1").await.is_some_and(|slo| {
             slo.spec.cpu_burst_strategy.and_then(|b| b.policy)
                 == Some(koord_api::nodeslo::CpuBurstPolicy::Auto)
@@ -243,7 +232,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
         Some(70),
         "the broken key keeps its last good value"
     );
-    eventually("Warning Event on the ConfigMap", || async {
+    eventually("Warning Event on the ConfigMap", PATIENCE, || async {
         let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
         events
             .list(&ListParams::default())
@@ -267,7 +256,10 @@ async fn broken_key_after_restart_resets_nothing() {
     config_map(&client, &SEED_001).await;
     add_node(&client, "n1").await;
     let (stop, task) = start(&client, args(false, 30, "m1"));
-    eventually("NodeSLO", || async { node_slo(&client, "n1").await.is_some() }).await;
+    eventually("NodeSLO", PATIENCE, || async {
+        node_slo(&client, "n1").await.is_some()
+    })
+    .await;
     drop(stop);
     task.await.unwrap();
 
@@ -381,7 +373,7 @@ async fn drive_every_controller(client: &Client, node: &str, suppress: i64, syst
         ],
     )
     .await;
-    eventually("NodeMetric of the new node", || async {
+    eventually("NodeMetric of the new node", PATIENCE, || async {
         Api::<NodeMetric>::all(client.clone())
             .get_opt(node)
             .await
@@ -390,13 +382,13 @@ async fn drive_every_controller(client: &Client, node: &str, suppress: i64, syst
     })
     .await;
     for name in ["n1", node] {
-        eventually("NodeSLO follows the config", || async {
+        eventually("NodeSLO follows the config", PATIENCE, || async {
             suppress_percent(client, name).await == Some(suppress)
         })
         .await;
     }
     report_usage(client, "n1", system_cpu).await;
-    eventually("batch-cpu on n1", || async {
+    eventually("batch-cpu on n1", PATIENCE, || async {
         batch_cpu(client, "n1").await.as_deref() == Some(batch)
     })
     .await;
@@ -411,7 +403,7 @@ async fn only_the_leader_writes_and_the_other_takes_over() {
     let (first_client, first) = recording_client(&client);
     let (second_client, second) = recording_client(&client);
     let (stop_first, first_task) = start(&first_client, args(true, LEASE_SECONDS, "first"));
-    eventually("NodeSLO written by the first leader", || async {
+    eventually("NodeSLO written by the first leader", PATIENCE, || async {
         node_slo(&client, "n1").await.is_some()
     })
     .await;
@@ -442,7 +434,7 @@ async fn only_the_leader_writes_and_the_other_takes_over() {
     let stopped = Instant::now();
     drop(stop_first);
     first_task.await.unwrap();
-    eventually("the second replica holds the Lease", || async {
+    eventually("the second replica holds the Lease", PATIENCE, || async {
         lease_holder(&client).await.as_deref() == Some("second")
     })
     .await;
@@ -470,7 +462,7 @@ async fn a_leader_cut_off_from_the_api_server_is_replaced_within_the_lease_time(
     let (first_client, first) = recording_client(&client);
     let (second_client, second) = recording_client(&client);
     let (_stop_first, _first_task) = start(&first_client, args(true, LEASE_SECONDS, "first"));
-    eventually("the first replica leads", || async {
+    eventually("the first replica leads", PATIENCE, || async {
         lease_holder(&client).await.as_deref() == Some("first")
     })
     .await;
@@ -480,7 +472,7 @@ async fn a_leader_cut_off_from_the_api_server_is_replaced_within_the_lease_time(
     // No release, no renewal: the second waits out the lease, then takes over.
     let cut = Instant::now();
     first.cut.store(true, Ordering::SeqCst);
-    eventually("the second replica holds the Lease", || async {
+    eventually("the second replica holds the Lease", PATIENCE, || async {
         lease_holder(&client).await.as_deref() == Some("second")
     })
     .await;

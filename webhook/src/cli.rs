@@ -92,8 +92,9 @@ pub struct ServerArgs {
         default_value = "/tmp/koordinator-webhook-certs"
     )]
     pub cert_dir: PathBuf,
-    /// How often the cert dir is checked for new files, or the Secret re-synced.
-    #[arg(long, env = "WEBHOOK_CERT_SYNC_INTERVAL", value_parser = parse_duration, default_value = "60s")]
+    /// How often the cert dir is checked for new files, or the Secret re-synced (Go duration:
+    /// `60s`, `1m30s`, `2h`).
+    #[arg(long, env = "WEBHOOK_CERT_SYNC_INTERVAL", value_parser = koord_runtime::parse_interval, default_value = "60s")]
     pub cert_sync_interval: Duration,
     /// Secret holding the CA and serving certificate (--cert-mode secret).
     #[arg(long, env = "SECRET_NAME", default_value = "koordinator-webhook-certs")]
@@ -144,23 +145,31 @@ pub struct ServerArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// Parses `90s`, `5m`, `1h` or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(index) => text.split_at(index),
-        None => (text, "s"),
-    };
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 60s, 5m, 1h"))?;
-    let seconds = match unit {
-        "s" => value,
-        "m" => value.saturating_mul(60),
-        "h" => value.saturating_mul(3600),
-        _ => return Err(format!("{text:?}: unit must be s, m or h")),
-    };
-    if seconds == 0 {
-        return Err("duration must be positive".to_string());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sync_interval(flag: &str) -> Result<Duration, clap::Error> {
+        Cli::try_parse_from(["koord-webhook", flag]).map(|cli| cli.server.cert_sync_interval)
     }
-    Ok(Duration::from_secs(seconds))
+
+    #[test]
+    fn cert_sync_interval_takes_go_durations() {
+        assert_eq!(
+            sync_interval("--cert-sync-interval=1m30s").unwrap(),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            sync_interval("--cert-sync-interval=500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            sync_interval("--cert-sync-interval=60").unwrap(),
+            Duration::from_secs(60)
+        );
+        let err = sync_interval("--cert-sync-interval=0s").unwrap_err().to_string();
+        assert!(err.contains("an interval must be longer than zero"), "{err}");
+        let err = sync_interval("--cert-sync-interval=5d").unwrap_err().to_string();
+        assert!(err.contains("unknown unit \"d\""), "{err}");
+    }
 }

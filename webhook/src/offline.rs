@@ -3,7 +3,6 @@
 //! `kubectl apply`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -22,15 +21,9 @@ use crate::view::{PriorityClassInfo, StaticView};
 /// Why an offline command could not run (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
-    /// The file could not be read.
-    #[error("reading {path}: {source}")]
-    Read {
-        /// The path ("-" for stdin).
-        path: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file (or stdin) could not be read.
+    #[error(transparent)]
+    Read(#[from] koord_runtime::ReadInputError),
     /// A document is not YAML, or not the kind of object it claims to be.
     #[error("document {index}: {reason}")]
     Document {
@@ -44,19 +37,9 @@ pub enum OfflineError {
     Input(String),
 }
 
-/// Reads a file or stdin.
+/// Reads a file or stdin (`-`).
 pub fn read_input(path: &str) -> Result<String, OfflineError> {
-    let mut text = String::new();
-    let result = if path == "-" {
-        std::io::stdin().read_to_string(&mut text).map(|_| ())
-    } else {
-        std::fs::read_to_string(path).map(|read| text = read)
-    };
-    result.map_err(|source| OfflineError::Read {
-        path: path.to_string(),
-        source,
-    })?;
-    Ok(text)
+    Ok(koord_runtime::read_file_or_stdin(path)?)
 }
 
 /// Splits multi-document YAML into JSON values (empty documents skipped), with 1-based positions.

@@ -11,6 +11,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use serde_json::value::RawValue;
 
 use crate::mutate::{MutationOptions, mutate_pod};
+use crate::validate::configmap::{SloConfigName, validate_config_map_request};
 use crate::validate::pod::{PodValidationOptions, validate_pod};
 use crate::validate::profile::validate_profile;
 use crate::validate::{Violation, denial_message};
@@ -209,14 +210,15 @@ pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn
         Endpoint::ValidateConfigMap => match decode::<ConfigMap>(&head, raw_request) {
             Ok(request) => {
                 let violations = match (&request.operation, &request.object) {
-                    (Operation::Create | Operation::Update, Some(config_map)) => {
-                        crate::validate::configmap::validate_config_map_request(
-                            config_map,
-                            request.old_object.as_ref(),
-                            &request.namespace,
-                            decider,
-                        )
-                    }
+                    (Operation::Create | Operation::Update, Some(config_map)) => validate_config_map_request(
+                        config_map,
+                        request.namespace.as_deref(),
+                        SloConfigName {
+                            namespace: &decider.config_namespace,
+                            name: &decider.slo_config_name,
+                        },
+                        decider.view.as_ref(),
+                    ),
                     _ => Vec::new(),
                 };
                 judged(&request, &violations)

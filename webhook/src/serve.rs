@@ -20,35 +20,32 @@ use crate::server::{AppState, router, serve_tls};
 use crate::tls::{ServingTls, read_cert_dir};
 use crate::validate::pod::PodValidationOptions;
 
+/// How long the first certificate sync may take before start-up fails (upstream's limit).
+const FIRST_SYNC_LIMIT: Duration = Duration::from_secs(20);
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// No usable Kubernetes client configuration.
     #[error("kubernetes client: {0}")]
-    Client(String),
+    Client(#[from] koord_runtime::KubeconfigError),
     /// Binding or serving failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
-    /// Certificates could not be prepared.
+    /// The serving certificate could not be read or loaded.
     #[error("certificates: {0}")]
-    Certs(String),
+    Tls(#[from] crate::tls::TlsError),
+    /// The certificate Secret could not be synced.
+    #[error("certificates: {0}")]
+    CertSync(#[from] certs::SyncError),
+    /// The first certificate sync did not finish in time (upstream's start-up limit).
+    #[error("certificates: the first sync took longer than {0:?}")]
+    CertSyncTimeout(Duration),
 }
 
 /// Builds the Kubernetes client from `--kubeconfig` or the environment.
 pub async fn client(args: &ServerArgs) -> Result<Client, ServeError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| ServeError::Client(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| ServeError::Client(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| ServeError::Client(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| ServeError::Client(e.to_string()))
+    Ok(koord_runtime::kube_client(args.kubeconfig.as_deref()).await?)
 }
 
 /// A running admission server (started in-process by `run`, tests and the e2e crate).
@@ -166,12 +163,8 @@ async fn prepare_certificates(
 ) -> Result<ServingTls, ServeError> {
     match args.cert_mode {
         CertMode::Dir => {
-            let files = read_cert_dir(&args.cert_dir)
-                .await
-                .map_err(|e| ServeError::Certs(e.to_string()))?;
-            let tls = ServingTls::from_pem(&files.0, &files.1)
-                .await
-                .map_err(|e| ServeError::Certs(e.to_string()))?;
+            let files = read_cert_dir(&args.cert_dir).await?;
+            let tls = ServingTls::from_pem(&files.0, &files.1).await?;
             readiness.set("certificates", true);
             tokio::spawn(certs::run_dir_mode(
                 args.cert_dir.clone(),
@@ -194,15 +187,12 @@ async fn prepare_certificates(
             };
             // Like upstream, start-up fails if the first sync does not finish in 20 s.
             let first = tokio::time::timeout(
-                Duration::from_secs(20),
+                FIRST_SYNC_LIMIT,
                 certs::sync_from_secret(client.clone(), &source, Timestamp::now()),
             )
             .await
-            .map_err(|_| ServeError::Certs("the first certificate sync took longer than 20s".to_string()))?
-            .map_err(|e| ServeError::Certs(e.to_string()))?;
-            let tls = ServingTls::from_pem(first.cert_pem.as_bytes(), first.key_pem.as_bytes())
-                .await
-                .map_err(|e| ServeError::Certs(e.to_string()))?;
+            .map_err(|_| ServeError::CertSyncTimeout(FIRST_SYNC_LIMIT))??;
+            let tls = ServingTls::from_pem(first.cert_pem.as_bytes(), first.key_pem.as_bytes()).await?;
             readiness.set("certificates", true);
             let ready = readiness.clone();
             tokio::spawn(certs::run_secret_mode(

@@ -5,8 +5,9 @@
 pub(crate) use super::check::Check;
 use super::colocation::{CalculatePolicy, ColocationStrategy};
 use super::error::Rule;
-use super::syntax::{go_duration_seconds, is_non_negative_quantity};
+use super::syntax::is_non_negative_quantity;
 use super::types::{CpuNormalizationStrategy, ResourceAmplificationStrategy};
+use crate::duration::parse_go_duration;
 use crate::nodeslo::{
     CpuBurstConfig, CpuBurstStrategy, HostApplicationSpec, ResourceThresholdStrategy, SystemStrategy,
 };
@@ -275,7 +276,7 @@ pub(crate) fn colocation(s: &ColocationStrategy, c: &mut Check<'_>) {
         .as_ref()
         .and_then(|p| p.durations.as_ref());
     for (i, d) in durations.into_iter().flatten().enumerate() {
-        if go_duration_seconds(d).is_none_or(|secs| secs <= 0.0) {
+        if !parse_go_duration(d).is_ok_and(|d| !d.is_zero()) {
             c.push(
                 &format!("metricAggregatePolicy.durations[{i}]"),
                 Rule::InvalidDuration { value: d.clone() },

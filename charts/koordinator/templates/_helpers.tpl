@@ -43,6 +43,29 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
+{{/*
+PodDisruptionBudget API: policy/v1 where served (1.21+), policy/v1beta1 before (removed in 1.25).
+`helm install` sees the served resources; `helm template` lists no resources unless given
+`--api-versions`, so its `--kube-version` decides there.
+*/}}
+{{- define "koordinator.pdbApiVersion" -}}
+{{- if or (.Capabilities.APIVersions.Has "policy/v1/PodDisruptionBudget") (semverCompare ">=1.21.0-0" .Capabilities.KubeVersion.Version) -}}
+policy/v1
+{{- else -}}
+policy/v1beta1
+{{- end -}}
+{{- end -}}
+
+{{/*
+Non-empty when the API server labels every namespace with kubernetes.io/metadata.name (1.21+),
+which the webhook configurations' namespace selectors match on.
+*/}}
+{{- define "koordinator.namespaceNameLabel" -}}
+{{- if semverCompare ">=1.21.0-0" .Capabilities.KubeVersion.Version -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* image reference; call with (dict "ctx" $ "image" .Values.manager.image). */}}
 {{- define "koordinator.image" -}}
 {{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::apiserver::http::{HttpState, router};
 use crate::apiserver::ops::{Target, WriteParams};
+pub use crate::apiserver::pods::EvictionApi;
 use crate::apiserver::resource::GroupResource;
 use crate::apiserver::tls::{SelfSignedCert, TlsError, serve_tls};
 use crate::apiserver::{ApiError, ApiServer};
@@ -52,6 +53,9 @@ pub struct ClusterOptions {
     pub worker_threads: usize,
     /// Period of watch BOOKMARK events (when the client allows them).
     pub bookmark_interval: Duration,
+    /// Eviction versions served by `pods/eviction` (default: `policy/v1` and `policy/v1beta1`,
+    /// as Kubernetes 1.22+; [`EvictionApi::V1beta1Only`] is Kubernetes 1.18 to 1.21).
+    pub eviction_api: EvictionApi,
 }
 
 impl Default for ClusterOptions {
@@ -62,6 +66,7 @@ impl Default for ClusterOptions {
             history_capacity: 100_000,
             worker_threads: 2,
             bookmark_interval: Duration::from_secs(5),
+            eviction_api: EvictionApi::default(),
         }
     }
 }
@@ -81,7 +86,7 @@ impl TestCluster {
         let listener = std::net::TcpListener::bind(opts.bind)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let server = ApiServer::new(opts.history_capacity);
+        let server = ApiServer::with_eviction_api(opts.history_capacity, opts.eviction_api);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(opts.worker_threads.max(1))
             .thread_name("koord-apiserver")

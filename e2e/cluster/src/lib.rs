@@ -22,4 +22,4 @@ pub mod node;
 
 pub use apiserver::tls::SelfSignedCert;
 pub use apiserver::{ApiError, ApiServer};
-pub use cluster::{ClusterError, ClusterOptions, TestCluster, parse_documents};
+pub use cluster::{ClusterError, ClusterOptions, EvictionApi, TestCluster, parse_documents};

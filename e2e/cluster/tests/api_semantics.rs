@@ -5,9 +5,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{cluster_with_namespace, eventually, pod, unique};
+use common::{cluster_with_namespace, pod, unique};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use koord_test_support::eventually;
 use kube::api::{Api, DeleteParams, ListParams, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{Controller, WatchStreamExt, controller::Action, reflector, watcher};
 use serde_json::json;
@@ -235,7 +236,7 @@ async fn reflector_initial_list_and_events() {
     pods.patch("r1", &PatchParams::default(), &kube::api::Patch::Merge(&p))
         .await
         .unwrap();
-    eventually(10, "reflector to see the changes", || {
+    eventually("reflector to see the changes", Duration::from_secs(10), || {
         let r = reader.clone();
         async move {
             let state = r.state();
@@ -364,12 +365,12 @@ async fn controller_reconciles_a_change() {
             }
         }
     };
-    eventually(10, "first reconcile", seen("1")).await;
+    eventually("first reconcile", Duration::from_secs(10), seen("1")).await;
     let p = json!({"data": {"want": "2"}});
     cms.patch("ctl", &PatchParams::default(), &kube::api::Patch::Merge(&p))
         .await
         .unwrap();
-    eventually(10, "reconcile after change", seen("2")).await;
+    eventually("reconcile after change", Duration::from_secs(10), seen("2")).await;
     task.abort();
 }
 
@@ -488,7 +489,7 @@ async fn streaming_list_watcher_syncs() {
     pods.create(&PostParams::default(), &pod("s3", &[]))
         .await
         .unwrap();
-    eventually(10, "streamed watch sees the new pod", || {
+    eventually("streamed watch sees the new pod", Duration::from_secs(10), || {
         let r = reader.clone();
         async move { r.state().len() == 4 }
     })

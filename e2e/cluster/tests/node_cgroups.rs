@@ -52,10 +52,9 @@ fn cpu_usage_ns(dir: &Path, v2: bool) -> u64 {
 /// Waits (up to 10 s on a busy machine) until the worker has used some CPU, i.e. python started.
 fn wait_until_working(mut usage: impl FnMut() -> u64) {
     let start = usage();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while usage() == start && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    koord_test_support::wait_for_blocking("the worker to use some CPU", Duration::from_secs(10), || {
+        (usage() != start).then_some(())
+    });
 }
 
 #[test]
@@ -194,12 +193,12 @@ fn fake_cgroupfs_simulates_usage_from_the_real_processes() {
     let sample = || -> BTreeMap<String, _> { [(container.dir.clone(), container.processes.usage())].into() };
     let usage_file = root.join("cpuacct").join(&container.dir).join("cpuacct.usage");
     wait_until_working(|| {
-        accounting.write(&node, &sample()).unwrap();
+        accounting.write(node.cgroup_root(), &sample()).unwrap();
         read_u64(&usage_file)
     });
     let before = read_u64(&usage_file);
     std::thread::sleep(Duration::from_millis(1500));
-    accounting.write(&node, &sample()).unwrap();
+    accounting.write(node.cgroup_root(), &sample()).unwrap();
     let grown = read_u64(&usage_file) - before;
     println!(
         "fake container cpu usage grew {} ms in 1.5 s at load 0.5",

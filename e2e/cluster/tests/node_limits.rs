@@ -9,23 +9,13 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use koord_test_support::wait_for;
 use koord_testcluster::node::{CgroupMode, FleetConfig, NodeSpec, SimulatedNodes};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
-
-async fn wait_for<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn read(dir: &Path, file: &str) -> String {
     fs::read_to_string(dir.join(file))
@@ -118,7 +108,7 @@ async fn kubelet_cgroup_limits_on_real_cgroups() {
         uids.push(created.metadata.uid.unwrap());
     }
     for name in ["guaranteed", "burstable", "batch"] {
-        wait_for(&format!("{name} Running"), async || {
+        wait_for(&format!("{name} Running"), Duration::from_secs(30), async || {
             let pod = pods.get(name).await.ok()?;
             (pod.status?.phase.as_deref() == Some("Running")).then_some(())
         })
@@ -195,9 +185,11 @@ async fn kubelet_cgroup_limits_on_real_cgroups() {
 
     // The burstable level follows its pods.
     pods.delete("burstable", &DeleteParams::default()).await.unwrap();
-    wait_for("burstable shares back to 2", async || {
-        (read(&cpu.join("kubepods/burstable"), "cpu.shares") == "2").then_some(())
-    })
+    wait_for(
+        "burstable shares back to 2",
+        Duration::from_secs(30),
+        async || (read(&cpu.join("kubepods/burstable"), "cpu.shares") == "2").then_some(()),
+    )
     .await;
 
     nodes.shutdown().await;

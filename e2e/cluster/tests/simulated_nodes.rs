@@ -8,23 +8,13 @@ mod common;
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use koord_test_support::wait_for;
 use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-
-async fn wait_for<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// GET over plain HTTP/1.0 (the endpoint is loopback HTTP), returning the body.
 fn http_get(url: &str) -> String {
@@ -68,7 +58,7 @@ async fn pod_is_bound_runs_is_listed_and_stops_on_delete() {
     let created = pods.create(&PostParams::default(), &pod).await.unwrap();
     let uid = created.metadata.uid.clone().unwrap();
 
-    let running = wait_for("pod Running", async || {
+    let running = wait_for("pod Running", Duration::from_secs(30), async || {
         let pod = pods.get("be-pod-demo").await.ok()?;
         let status = pod.status.clone()?;
         (status.phase.as_deref() == Some("Running")).then_some(pod)
@@ -87,8 +77,21 @@ async fn pod_is_bound_runs_is_listed_and_stops_on_delete() {
     let hash = container_id.strip_prefix("containerd://").unwrap();
     assert_eq!(hash.len(), 64);
 
+    // A pod for a scheduler that does not run stays Pending, as on a real cluster.
+    let mut absent: Pod = pod.clone();
+    absent.metadata.name = Some("for-koord-scheduler".into());
+    absent.spec.as_mut().unwrap().scheduler_name = Some("koord-scheduler".into());
+    pods.create(&PostParams::default(), &absent).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let pending = pods.get("for-koord-scheduler").await.unwrap();
+    assert_eq!(pending.spec.unwrap().node_name, None);
+    assert_eq!(pending.status.unwrap().phase.as_deref(), Some("Pending"));
+    pods.delete("for-koord-scheduler", &DeleteParams::default())
+        .await
+        .unwrap();
+
     let info = nodes.node(&node_name).unwrap().clone();
-    let listed = wait_for("/pods lists the pod", async || {
+    let listed = wait_for("/pods lists the pod", Duration::from_secs(30), async || {
         let body = tokio::task::spawn_blocking({
             let url = info.pods_url.clone();
             move || http_get(&url)
@@ -126,16 +129,20 @@ async fn pod_is_bound_runs_is_listed_and_stops_on_delete() {
     pods.delete("be-pod-demo", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("pod gone from the API", async || {
+    wait_for("pod gone from the API", Duration::from_secs(30), async || {
         pods.get_opt("be-pod-demo").await.ok()?.is_none().then_some(())
     })
     .await;
-    wait_for("process stopped and cgroups removed", async || {
-        (nodes.pod_pids(&uid).is_empty()
-            && !container_dir.exists()
-            && !Path::new(&format!("/proc/{}", pids[0])).exists())
-        .then_some(())
-    })
+    wait_for(
+        "process stopped and cgroups removed",
+        Duration::from_secs(30),
+        async || {
+            (nodes.pod_pids(&uid).is_empty()
+                && !container_dir.exists()
+                && !Path::new(&format!("/proc/{}", pids[0])).exists())
+            .then_some(())
+        },
+    )
     .await;
 
     drop(nodes);

@@ -45,6 +45,12 @@ struct Args {
     /// Use a fake cgroupfs even where real cgroups are writable.
     #[arg(long)]
     fake_cgroups: bool,
+    /// Also bind pods of this `schedulerName` (repeatable). Pods of any other scheduler stay
+    /// Pending as on a real cluster without it; e.g. `--scheduler-name koord-scheduler` to try
+    /// profiles that set it (the simulated scheduler fits batch resources as koord-scheduler
+    /// does).
+    #[arg(long = "scheduler-name", value_name = "NAME")]
+    scheduler_names: Vec<String>,
     /// Listen address of the API server.
     #[arg(long, default_value = "127.0.0.1:0")]
     bind: std::net::SocketAddr,
@@ -93,10 +99,13 @@ async fn main() -> anyhow::Result<()> {
                 .with_resource("memory", &args.node_memory)
         })
         .collect();
-    let config = FleetConfig {
+    let mut config = FleetConfig {
         force_fake_cgroups: args.fake_cgroups,
         ..FleetConfig::default()
     };
+    config
+        .scheduler_names
+        .extend(args.scheduler_names.iter().cloned());
     let nodes = SimulatedNodes::start(cluster.client()?, specs, config)
         .await
         .context("starting simulated nodes")?;

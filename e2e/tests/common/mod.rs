@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
 use koord_testcluster::{ClusterOptions, TestCluster};
@@ -84,20 +84,8 @@ pub async fn create_until_mutated_to_be(
     .await
 }
 
-/// Polls `probe` every 200 ms until it answers, failing after `timeout`.
-pub async fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+/// The one poll-until helper, re-exported so every scenario file calls `common::wait_for`.
+pub use koord_test_support::wait_for;
 
 /// GET `path` over plain HTTP/1.0 on loopback: (status code, body); None when unreachable.
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {

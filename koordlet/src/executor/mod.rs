@@ -24,20 +24,9 @@ use std::time::{Duration, Instant};
 
 use crate::system::{CgroupDir, CgroupResource, CgroupValue, Cgroups, SystemError};
 
-pub use order::Step;
+pub use koordlet_core::CgroupWrite;
 
-/// One desired cgroup file value, as strategies produce it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupWrite {
-    /// The cgroup directory relative to the cgroup root (e.g. `kubepods/besteffort/pod<uid>`).
-    pub cgroup: CgroupDir,
-    /// The knob.
-    pub resource: CgroupResource,
-    /// The value in v1 units (converted for v2 by the system layer).
-    pub value: CgroupValue,
-    /// Which strategy wants it (`be_limits`, `cpu_burst`, ...), for the audit line.
-    pub strategy: String,
-}
+pub use order::Step;
 
 /// Executor settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,7 +285,7 @@ impl Executor {
             resource: write.resource,
             old: prepared.old,
             new: prepared.new,
-            strategy: write.strategy,
+            strategy: write.strategy.into_owned(),
             intermediate,
         });
     }

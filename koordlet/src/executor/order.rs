@@ -163,7 +163,7 @@ pub fn burst_clamps(
                 cgroup: write.cgroup.clone(),
                 resource: CgroupResource::CpuCfsBurst,
                 value: CgroupValue::Int(quota),
-                strategy: format!("{} (burst clamp)", write.strategy),
+                strategy: format!("{} (burst clamp)", write.strategy).into(),
             });
         }
     }

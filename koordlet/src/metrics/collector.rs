@@ -18,6 +18,7 @@
 //! borrowed name, and a BE pod's batch-cpu request is parsed again only when the pod object
 //! changes, so a round allocates only for objects it has not seen before.
 
+use koord_api::KubeQoSClass;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use crate::system::meminfo::Meminfo;
 use crate::system::proc_stat::{CpuTicks, ProcStat, USER_HZ, cpu_usage_cores};
 use crate::system::psi::{NodePressure, PsiStats};
 use crate::system::{
-    CgroupDir, CgroupFile, CgroupResource, Cgroups, KubeCgroupPaths, KubeQosClass, SystemError, SystemRoots,
+    CgroupDir, CgroupFile, CgroupResource, Cgroups, KubeCgroupPaths, SystemError, SystemRoots,
 };
 
 /// The two stores a collector fills: node-level series (long windows) and per-pod/container
@@ -74,7 +75,7 @@ struct Tracked {
     /// The last round in which the object was in the snapshot.
     round: u64,
     /// The pod's Kubernetes QoS the files were resolved for (it decides the cgroup parent).
-    kube_qos: KubeQosClass,
+    kube_qos: KubeQoSClass,
     cpu: Option<CgroupFile>,
     memory_usage: Option<CgroupFile>,
     memory_stat: Option<CgroupFile>,
@@ -86,7 +87,7 @@ struct Tracked {
 }
 
 impl Tracked {
-    fn new(kube_qos: KubeQosClass) -> Self {
+    fn new(kube_qos: KubeQoSClass) -> Self {
         Tracked {
             round: 0,
             kube_qos,
@@ -100,7 +101,7 @@ impl Tracked {
 
     /// Marks the object seen in `round`; a changed QoS moves its cgroup, so files are resolved
     /// again.
-    fn visit(&mut self, round: u64, kube_qos: KubeQosClass) {
+    fn visit(&mut self, round: u64, kube_qos: KubeQoSClass) {
         self.round = round;
         if self.kube_qos != kube_qos {
             *self = Tracked {
@@ -400,7 +401,7 @@ fn visit<'m>(
     objects: &'m mut HashMap<Box<str>, Tracked>,
     name: &str,
     round: u64,
-    kube_qos: KubeQosClass,
+    kube_qos: KubeQoSClass,
 ) -> Option<&'m mut Tracked> {
     if !objects.contains_key(name) {
         objects.insert(name.into(), Tracked::new(kube_qos));

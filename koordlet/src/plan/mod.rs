@@ -5,6 +5,7 @@
 //! cgroup writes, evictions and each strategy's key numbers, from the same decision code as the
 //! live loop. With a cgroup root, each write also shows the value the file holds now.
 
+pub mod command;
 mod offline;
 
 use std::collections::BTreeSet;
@@ -15,12 +16,11 @@ use koord_api::{NodeMetric, NodeSLO};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::features::FeatureGates;
-use crate::qos::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
 use crate::states::PodMeta;
-use crate::system::{
-    CgroupDir, CgroupDriver, CgroupResource, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths,
-};
+use crate::system::{CgroupDriver, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths};
+use koordlet_core::CgroupWrite;
+use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
 
 /// Bad plan input: names the document and the field.
 #[derive(Debug, thiserror::Error)]
@@ -140,35 +140,38 @@ pub struct PrintedWrite {
     pub current: Option<String>,
 }
 
-fn print_write(w: &crate::qos::CgroupWrite, options: &PlanOptions) -> PrintedWrite {
-    let resource = CgroupResource::from_name(w.file);
+fn print_write(w: &CgroupWrite, options: &PlanOptions) -> PrintedWrite {
     let current = options.cgroups.as_ref().and_then(|c| {
-        let dir = CgroupDir::new(&w.cgroup).ok()?;
-        c.read_text(resource?, &dir).ok().map(|t| t.trim().to_string())
+        c.read_text(w.resource, &w.cgroup)
+            .ok()
+            .map(|t| t.trim().to_string())
     });
-    let (file, value) = match (options.version, resource) {
-        (CgroupVersion::V2, Some(r)) => {
-            let file = r.file_name(CgroupVersion::V2).unwrap_or(w.file).to_string();
-            let value = w
-                .value
-                .parse::<i64>()
+    let v1_value = w.value.to_string();
+    let (file, value) = match options.version {
+        CgroupVersion::V2 => {
+            let file = w
+                .resource
+                .file_name(CgroupVersion::V2)
+                .unwrap_or(w.file())
+                .to_string();
+            // Integers are converted to v2 units; CPU lists read the same in both versions.
+            let value = match &w.value {
+                CgroupValue::Int(_) => crate::system::resource::encode(
+                    w.resource,
+                    CgroupVersion::V2,
+                    &w.value,
+                    current.as_deref(),
+                )
                 .ok()
-                .and_then(|v| {
-                    crate::system::resource::encode(
-                        r,
-                        CgroupVersion::V2,
-                        &CgroupValue::Int(v),
-                        current.as_deref(),
-                    )
-                    .ok()
-                })
-                .unwrap_or_else(|| w.value.clone());
+                .unwrap_or(v1_value),
+                CgroupValue::Cpus(_) => v1_value,
+            };
             (file, value)
         }
-        _ => (w.file.to_string(), w.value.clone()),
+        CgroupVersion::V1 => (w.file().to_string(), v1_value),
     };
     PrintedWrite {
-        cgroup: w.cgroup.clone(),
+        cgroup: w.cgroup.to_string(),
         file,
         value,
         strategy: w.strategy.to_string(),

@@ -14,12 +14,14 @@ use koord_api::quantity::{ExactQuantity, amount_of};
 use koord_api::resources::container_amounts;
 use koord_api::{NodeMetric, QoSClass};
 
-use crate::qos::cpu_evict;
-use crate::qos::cpuset::CpuList;
-use crate::qos::engine::{BeCpuUsage, CgroupFacts, HostAppUsage, NodeFacts, PodUsage, UsageFacts};
-use crate::qos::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, milli_cpu_to_quota};
 use crate::states::PodMeta;
 use crate::system::KubeCgroupPaths;
+use koordlet_core::strategies::cpu_evict;
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::engine::{
+    BeCpuUsage, CgroupFacts, HostAppUsage, NodeFacts, PodUsage, UsageFacts,
+};
+use koordlet_core::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS, milli_cpu_to_quota};
 
 fn amount(list: &BTreeMap<String, Quantity>, name: &str) -> Option<i64> {
     let q = ExactQuantity::from_k8s(list.get(name)?).ok()?;
@@ -57,7 +59,7 @@ pub fn usage(
             let metric = app_metrics.iter().find(|m| m.name == app.name)?;
             Some(HostAppUsage {
                 name: app.name.clone(),
-                be: crate::gather::host_app_is_be(app),
+                be: koordlet_core::paths::host_app_is_be(app),
                 cpu_milli: amount(&metric.usage.resources, "cpu")? as f64,
             })
         })

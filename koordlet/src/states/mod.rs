@@ -8,7 +8,6 @@
 //! - when the API server is unreachable the last NodeSLO seen stays in the snapshot, so the
 //!   strategies keep enforcing it.
 
-pub mod pod;
 pub mod settings;
 pub mod sources;
 
@@ -17,7 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use koord_api::NodeSLOSpec;
 
-pub use pod::{ContainerMeta, PodMeta, PodMetaError};
+pub use koordlet_core::pod::{self, ContainerMeta, PodMeta, PodMetaError};
 pub use settings::{NodeMetricSettings, parse_go_duration};
 
 /// Everything the loops read about the node, at one moment. Cheap to clone.
@@ -41,9 +40,21 @@ pub enum StatesError {
     /// The body is not a PodList.
     #[error("kubelet /pods answer is not a PodList: {0}")]
     BadPodList(#[from] serde_json::Error),
-    /// The request failed.
+    /// The kubelet URL does not parse.
+    #[error("kubelet /pods request failed: bad kubelet url {url:?}: {source}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The request could not be built.
     #[error("kubelet /pods request failed: {0}")]
-    Request(String),
+    BuildRequest(#[source] http::Error),
+    /// The client could not be built or the request failed.
+    #[error("kubelet /pods request failed: {0}")]
+    Request(#[source] kube::Error),
 }
 
 /// Parses a kubelet `/pods` body. Never panics on any bytes.

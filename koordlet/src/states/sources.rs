@@ -31,9 +31,10 @@ const KUBELET_TIMEOUT: Duration = Duration::from_secs(3);
 /// verification (the kubelet's serving certificate is usually self-signed, as upstream), or
 /// plain HTTP for test clusters.
 pub fn kubelet_client(url: &str, token_file: Option<&std::path::Path>) -> Result<Client, StatesError> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| StatesError::Request(format!("bad kubelet url {url:?}: {e}")))?;
+    let uri: http::Uri = url.parse().map_err(|source| StatesError::BadUrl {
+        url: url.to_owned(),
+        source,
+    })?;
     let mut config = kube::Config::new(uri);
     config.accept_invalid_certs = true;
     config.read_timeout = Some(KUBELET_TIMEOUT);
@@ -43,18 +44,15 @@ pub fn kubelet_client(url: &str, token_file: Option<&std::path::Path>) -> Result
     {
         config.auth_info.token_file = Some(path.to_string_lossy().into_owned());
     }
-    Client::try_from(config).map_err(|e| StatesError::Request(e.to_string()))
+    Client::try_from(config).map_err(StatesError::Request)
 }
 
 /// One GET of `/pods`.
 pub async fn fetch_kubelet_pods(client: &Client) -> Result<Vec<Pod>, StatesError> {
     let request = http::Request::get("/pods")
         .body(Vec::new())
-        .map_err(|e| StatesError::Request(e.to_string()))?;
-    let body = client
-        .request_text(request)
-        .await
-        .map_err(|e| StatesError::Request(e.to_string()))?;
+        .map_err(StatesError::BuildRequest)?;
+    let body = client.request_text(request).await.map_err(StatesError::Request)?;
     parse_kubelet_pods(body.as_bytes())
 }
 

@@ -6,8 +6,8 @@ use koord_api::names::ANNOTATION_NODE_RESERVATION;
 use koord_api::quantity::ExactQuantity;
 use serde::Deserialize;
 
-use crate::qos::cpuset::CpuList;
-use crate::qos::fast_suppress::NodeCpu;
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::fast_suppress::NodeCpu;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]

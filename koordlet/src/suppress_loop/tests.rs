@@ -4,6 +4,9 @@ use std::path::Path;
 
 use super::*;
 use crate::system::CgroupLayout;
+use crate::telemetry::Telemetry;
+use koord_api::nodeslo::CpuSuppressPolicy;
+use prometheus_client::registry::Registry;
 
 struct Fake {
     _dir: tempfile::TempDir,
@@ -218,8 +221,8 @@ async fn run_waits_for_a_nodeslo_then_restores_when_disabled() {
 /// gives every dir the full set.
 #[test]
 fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
-    use crate::qos::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
-    use crate::qos::cpuset::CpuInfo;
+    use koordlet_core::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
+    use koordlet_core::strategies::cpuset::CpuInfo;
     let f = Fake::new(CgroupVersion::V1);
     let dirs = [
         "kubepods/besteffort",
@@ -237,7 +240,7 @@ fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
             .to_owned()
     };
     let state = |d: &str| CgroupState {
-        dir: d.to_owned(),
+        dir: CgroupDir::new(d).unwrap(),
         ..Default::default()
     };
     let scope = CpusetScope {
@@ -303,8 +306,8 @@ fn v1_cpuset_policy_narrows_every_be_dir_and_restores() {
 /// looked like BE on none, and a needed shrink was taken for a (rate-limited) increase.
 #[test]
 fn v2_cpuset_policy_counts_the_effective_set() {
-    use crate::qos::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
-    use crate::qos::cpuset::CpuInfo;
+    use koordlet_core::strategies::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
+    use koordlet_core::strategies::cpuset::CpuInfo;
     let f = Fake::new(CgroupVersion::V2);
     let cpus_file = f.root.join("kubepods/besteffort/cpuset.cpus");
     let kubelet_recreates_besteffort = || {
@@ -315,7 +318,7 @@ fn v2_cpuset_policy_counts_the_effective_set() {
     let scope = CpusetScope {
         be: BeCgroups {
             besteffort: CgroupState {
-                dir: "kubepods/besteffort".into(),
+                dir: CgroupDir::new("kubepods/besteffort").unwrap(),
                 ..Default::default()
             },
             pods: vec![],

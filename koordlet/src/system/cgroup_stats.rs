@@ -26,24 +26,7 @@ pub fn parse_flat_keyed(text: &str, what: &'static str) -> Result<BTreeMap<Strin
     Ok(out)
 }
 
-/// Looks up `keys` in a flat keyed file in one pass without allocating: `found[i]` is the
-/// value of the last well-formed `<keys[i]> <u64>` line. Lines are judged as in
-/// [`parse_flat_keyed`].
-pub fn scan_flat_keyed<const N: usize>(text: &str, keys: &[&str; N]) -> [Option<u64>; N] {
-    let mut found = [None; N];
-    for line in text.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(key), Some(value), None) = (fields.next(), fields.next(), fields.next()) else {
-            continue;
-        };
-        if let Some(index) = keys.iter().position(|wanted| *wanted == key)
-            && let Ok(value) = value.parse::<u64>()
-        {
-            found[index] = Some(value);
-        }
-    }
-    found
-}
+pub use koordlet_core::resource::scan_flat_keyed;
 
 fn key(map: &BTreeMap<String, u64>, name: &str, what: &'static str) -> Result<u64, ParseError> {
     map.get(name)

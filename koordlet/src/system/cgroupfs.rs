@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::cgroup_file::{CgroupFile, FdBudget};
@@ -18,86 +18,9 @@ use super::cgroup_stats::{CpuThrottling, MemoryStat};
 use super::psi::PsiStats;
 use super::resource::{self, decode, encode};
 use super::{
-    CgroupLayout, CgroupMode, CgroupResource, CgroupValue, CgroupVersion, CpuSet, Subsystem, SystemError,
-    SystemRoots,
+    CgroupDir, CgroupLayout, CgroupMode, CgroupResource, CgroupValue, CgroupVersion, CpuSet, Subsystem,
+    SystemError, SystemRoots,
 };
-
-/// A cgroup directory relative to the cgroup root (and to the controller directory on v1),
-/// e.g. `kubepods/besteffort/pod<uid>`. Always relative and free of `..`, so it cannot leave
-/// the tree.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CgroupDir(PathBuf);
-
-impl CgroupDir {
-    /// Validates a relative cgroup path (`""` is the root cgroup).
-    pub fn new(path: impl AsRef<Path>) -> Result<Self, SystemError> {
-        let path = path.as_ref();
-        let mut clean = PathBuf::new();
-        for component in path.components() {
-            match component {
-                Component::Normal(part) => clean.push(part),
-                Component::CurDir => {}
-                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                    return Err(SystemError::InvalidName {
-                        what: "cgroup path",
-                        value: path.display().to_string().chars().take(80).collect(),
-                        reason: "must be relative and must not contain `..`",
-                    });
-                }
-            }
-        }
-        Ok(Self(clean))
-    }
-
-    /// The root cgroup.
-    pub fn root() -> Self {
-        Self(PathBuf::new())
-    }
-
-    /// For paths built from validated parts only.
-    pub(crate) fn trusted(path: PathBuf) -> Self {
-        Self(path)
-    }
-
-    pub(crate) fn join_trusted(&self, name: &str) -> Self {
-        Self(self.0.join(name))
-    }
-
-    /// A child directory; `name` is validated like [`CgroupDir::new`].
-    pub fn join(&self, name: impl AsRef<Path>) -> Result<Self, SystemError> {
-        Ok(Self(self.0.join(CgroupDir::new(name)?.0)))
-    }
-
-    /// The parent directory (`None` for the root).
-    pub fn parent(&self) -> Option<CgroupDir> {
-        if self.0.as_os_str().is_empty() {
-            None
-        } else {
-            Some(Self(self.0.parent().map(Path::to_path_buf).unwrap_or_default()))
-        }
-    }
-
-    /// Number of components (0 for the root); the executor orders writes by it.
-    pub fn depth(&self) -> usize {
-        self.0.components().count()
-    }
-
-    /// The relative path.
-    pub fn as_path(&self) -> &Path {
-        &self.0
-    }
-
-    /// True when `self` is `other` or below it.
-    pub fn starts_with(&self, other: &CgroupDir) -> bool {
-        self.0.starts_with(&other.0)
-    }
-}
-
-impl std::fmt::Display for CgroupDir {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0.display())
-    }
-}
 
 /// A write worked out but not yet done: what is in the file and what would go in.
 #[derive(Debug, Clone, PartialEq, Eq)]

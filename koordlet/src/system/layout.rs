@@ -13,50 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{ParseError, SystemError, SystemRoots};
-
-/// A v1 controller koordlet touches (plus the hybrid unified mount).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Subsystem {
-    /// `cpu`: shares, CFS quota/period/burst, idle, throttling stats.
-    Cpu,
-    /// `cpuacct`: usage counters (and PSI on Anolis kernels).
-    CpuAcct,
-    /// `cpuset`: cpus.
-    CpuSet,
-    /// `memory`: limits, usage, stat.
-    Memory,
-    /// `blkio`.
-    Blkio,
-    /// `pids`.
-    Pids,
-    /// The cgroup2 mount of a hybrid host (PSI files only).
-    Unified,
-}
-
-impl Subsystem {
-    /// The controller's name in the mount options and the conventional directory name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Subsystem::Cpu => "cpu",
-            Subsystem::CpuAcct => "cpuacct",
-            Subsystem::CpuSet => "cpuset",
-            Subsystem::Memory => "memory",
-            Subsystem::Blkio => "blkio",
-            Subsystem::Pids => "pids",
-            Subsystem::Unified => "unified",
-        }
-    }
-
-    const CONTROLLERS: [Subsystem; 6] = [
-        Subsystem::Cpu,
-        Subsystem::CpuAcct,
-        Subsystem::CpuSet,
-        Subsystem::Memory,
-        Subsystem::Blkio,
-        Subsystem::Pids,
-    ];
-}
+use super::{CgroupDriver, ParseError, Subsystem, SystemError, SystemRoots};
 
 /// The cgroup version in force for controller files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,9 +300,42 @@ pub fn layout_from_directory(root: &Path) -> Result<CgroupLayout, SystemError> {
     })
 }
 
+/// Looks for the kubepods directory below `parent` in the cpu hierarchy (the root on v2):
+/// `kubepods.slice` means systemd, `kubepods` cgroupfs. `None` when neither exists yet (no
+/// pod ever started); the caller then uses its flag or asks the kubelet.
+pub fn detect_driver(cgroup_root: &Path, layout: &CgroupLayout, parent: &Path) -> Option<CgroupDriver> {
+    let base = cgroup_root
+        .join(layout.subsystem_dir(Subsystem::Cpu)?)
+        .join(parent);
+    if base.join("kubepods.slice").is_dir() {
+        Some(CgroupDriver::Systemd)
+    } else if base.join("kubepods").is_dir() {
+        Some(CgroupDriver::Cgroupfs)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn driver_detection_looks_below_the_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = CgroupLayout::v1();
+        assert_eq!(detect_driver(dir.path(), &layout, Path::new("")), None);
+        std::fs::create_dir_all(dir.path().join("cpu/kubepods/burstable")).unwrap();
+        assert_eq!(
+            detect_driver(dir.path(), &layout, Path::new("")),
+            Some(CgroupDriver::Cgroupfs)
+        );
+        std::fs::create_dir_all(dir.path().join("kubepods.slice")).unwrap();
+        assert_eq!(
+            detect_driver(dir.path(), &CgroupLayout::v2(), Path::new("")),
+            Some(CgroupDriver::Systemd)
+        );
+    }
 
     const THIS_MACHINE: &str = "\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

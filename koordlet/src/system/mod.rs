@@ -17,24 +17,25 @@
 pub mod cgroup_file;
 pub mod cgroup_stats;
 pub mod cgroupfs;
-pub mod cpuset;
 mod error;
-pub mod kube_paths;
 pub mod layout;
 pub mod meminfo;
 pub mod proc_stat;
 pub mod psi;
-pub mod resource;
 
 use std::path::{Path, PathBuf};
 
 pub use cgroup_file::{CgroupFile, FdBudget};
-pub use cgroupfs::{CgroupDir, Cgroups};
-pub use cpuset::CpuSet;
-pub use error::{ParseError, SystemError};
-pub use kube_paths::{CgroupDriver, ContainerId, ContainerRuntime, KubeCgroupPaths, KubeQosClass, PodUid};
-pub use layout::{CgroupLayout, CgroupMode, Subsystem};
-pub use resource::{CgroupResource, CgroupValue, CgroupVersion, Domain};
+pub use cgroupfs::Cgroups;
+pub use error::{NameError, ParseError, SystemError};
+pub use layout::{CgroupLayout, CgroupMode, detect_driver};
+// The pure vocabulary (paths, the resource table, CPU lists) lives in koordlet-core; the system
+// layer speaks it and hands it on, so callers name one type wherever they meet it.
+pub use koordlet_core::paths::{
+    CgroupDir, CgroupDriver, ContainerId, ContainerRuntime, KUBE_QOS_CLASSES, KubeCgroupPaths, PodUid,
+};
+pub use koordlet_core::resource::{CgroupResource, CgroupValue, CgroupVersion, Domain, Subsystem};
+pub use koordlet_core::{cpuset, cpuset::CpuSet, paths as kube_paths, resource};
 
 /// Where the host's kernel interfaces are mounted. Upstream's DaemonSet mounts them under
 /// `/host-cgroup`, `/host-sys`, ...; tests point them at a temp dir.

@@ -6,11 +6,11 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
-use koordlet::qos::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
-use koordlet::qos::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 use koordlet::suppress_loop::{NodeCounter, SuppressLoop, SuppressLoopConfig, TickOutcome};
 use koordlet::system::{Cgroups, SystemRoots};
+use koordlet_core::strategies::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 
 use super::in_vm_only;
 use super::tree::{V2Tree, cpus_allowed};
@@ -102,13 +102,13 @@ fn cgroup_v2_vm_fast_suppress_narrows_a_fresh_besteffort_cpuset() {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let all = CpuList::parse(&online).unwrap();
     let state = |rel: &str| CgroupState {
-        dir: tree.rel(rel),
+        dir: koordlet::system::CgroupDir::new(tree.rel(rel)).unwrap(),
         ..Default::default()
     };
     let scope = CpusetScope {
         be: BeCgroups {
             besteffort: state("kubepods/besteffort"),
-            pods: vec![koordlet::qos::cpu_suppress::BePodCgroups {
+            pods: vec![koordlet_core::strategies::cpu_suppress::BePodCgroups {
                 pod: state("kubepods/besteffort/pod"),
                 containers: vec![state("kubepods/besteffort/pod/c")],
             }],

@@ -2,6 +2,7 @@
 //! processes measured from `cpu.stat`. The tolerance is the v1 tier's (15 % of the budget), and
 //! the lower bound is only checked when the VM gave the burners more than the budget before.
 
+use koord_api::QoSClass;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::sleep;
@@ -10,19 +11,19 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
 use koordlet::executor::{Executor, ExecutorConfig};
-use koordlet::qos::be_limits::{self, BeLimitsSettings};
-use koordlet::qos::cpu_burst::{
-    self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
-};
-use koordlet::qos::cpu_suppress::{
-    self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput,
-};
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
-use koordlet::qos::{CgroupWrite, QosClass};
 use koordlet::states::PodMeta;
 use koordlet::system::{
     CgroupDriver, CgroupResource as R, CgroupValue, Cgroups, KubeCgroupPaths, SystemRoots,
 };
+use koordlet_core::strategies::CgroupWrite;
+use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
+use koordlet_core::strategies::cpu_burst::{
+    self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
+};
+use koordlet_core::strategies::cpu_suppress::{
+    self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput,
+};
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 use super::in_vm_only;
 use super::tree::{V2Tree, cpus_allowed};
@@ -36,11 +37,7 @@ fn executor() -> (Arc<Cgroups>, Executor) {
 }
 
 fn apply(exec: &mut Executor, writes: &[CgroupWrite]) {
-    let typed: Vec<_> = writes
-        .iter()
-        .map(|w| w.to_executor().expect("typed write"))
-        .collect();
-    let report = exec.apply(typed, Instant::now());
+    let report = exec.apply_refs(writes, Instant::now());
     assert!(report.errors.is_empty(), "executor errors: {:?}", report.errors);
 }
 
@@ -137,7 +134,7 @@ fn state(cgroups: &Cgroups, tree: &V2Tree, rel: &str) -> CgroupState {
         _ => None,
     };
     CgroupState {
-        dir: tree.rel(rel),
+        dir: koordlet::system::CgroupDir::new(tree.rel(rel)).unwrap(),
         cfs_quota_us: quota,
         cpuset,
     }
@@ -291,9 +288,9 @@ fn cgroup_v2_vm_burst_values_are_accepted() {
         let pod = BurstPod {
             namespace: "ns".into(),
             name: "p".into(),
-            qos: QosClass::Ls,
+            qos: QoSClass::Ls,
             active: true,
-            cgroup: tree.rel("pod"),
+            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", R::CpuCfsQuota),
             cfs_burst_us: read("pod", R::CpuCfsBurst),
             config: BurstParams {
@@ -305,7 +302,7 @@ fn cgroup_v2_vm_burst_values_are_accepted() {
             config_source: "node".into(),
             containers: vec![BurstContainer {
                 id: "c1".into(),
-                cgroup: tree.rel("pod/c1"),
+                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
                 cpu_limit_milli: Some(2000),
                 cfs_quota_us: read("pod/c1", R::CpuCfsQuota),
                 cfs_burst_us: read("pod/c1", R::CpuCfsBurst),

@@ -1,6 +1,7 @@
 //! Detection, paths and the executor on the unified hierarchy, for both kubelet drivers, and
 //! the kept-open cgroup files across a removed and recreated cgroup.
 
+use koord_api::KubeQoSClass;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use koordlet::executor::{CgroupWrite, Executor, ExecutorConfig};
 use koordlet::system::{
     CgroupDir, CgroupDriver, CgroupMode, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups,
-    ContainerId, FdBudget, KubeCgroupPaths, KubeQosClass, PodUid, SystemError, SystemRoots,
+    ContainerId, FdBudget, KubeCgroupPaths, PodUid, SystemError, SystemRoots,
 };
 
 use super::in_vm_only;
@@ -27,8 +28,8 @@ fn kube_tree(driver: CgroupDriver, prefix: &str) -> (V2Tree, KubeCgroupPaths, Cg
     let paths = KubeCgroupPaths::with_parent(driver, Path::new(&tree.name)).unwrap();
     let uid = PodUid::new(UID).unwrap();
     let cid = ContainerId::parse(CONTAINER).unwrap();
-    let pod = paths.pod_dir(KubeQosClass::BestEffort, &uid);
-    let container = paths.container_dir(KubeQosClass::BestEffort, &uid, &cid);
+    let pod = paths.pod_dir(KubeQoSClass::BestEffort, &uid);
+    let container = paths.container_dir(KubeQoSClass::BestEffort, &uid, &cid);
     let below = container.as_path().strip_prefix(&tree.name).unwrap().to_owned();
     tree.mkdir(below.to_str().unwrap());
     (tree, paths, pod, container)
@@ -50,7 +51,7 @@ fn cgroup_v2_vm_detection_finds_v2_and_both_drivers() {
 
     let (tree, _, pod, container) = kube_tree(CgroupDriver::Cgroupfs, "cgroupfs");
     assert_eq!(
-        CgroupDriver::detect(cgroups.root(), cgroups.layout(), Path::new(&tree.name)),
+        koordlet::system::detect_driver(cgroups.root(), cgroups.layout(), Path::new(&tree.name)),
         Some(CgroupDriver::Cgroupfs)
     );
     assert_eq!(
@@ -66,7 +67,7 @@ fn cgroup_v2_vm_detection_finds_v2_and_both_drivers() {
 
     let (tree, paths, pod, container) = kube_tree(CgroupDriver::Systemd, "systemd");
     assert_eq!(
-        CgroupDriver::detect(cgroups.root(), cgroups.layout(), Path::new(&tree.name)),
+        koordlet::system::detect_driver(cgroups.root(), cgroups.layout(), Path::new(&tree.name)),
         Some(CgroupDriver::Systemd)
     );
     let pod_name = format!("kubepods-besteffort-pod{}.slice", UID.replace('-', "_"));

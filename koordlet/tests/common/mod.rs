@@ -6,9 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use koordlet::system::{
-    CgroupDriver, CgroupVersion, ContainerId, KubeCgroupPaths, KubeQosClass, PodUid, SystemRoots,
-};
+use koordlet::system::{CgroupDriver, CgroupVersion, ContainerId, KubeCgroupPaths, PodUid, SystemRoots};
 
 pub const POD_UID: &str = "11111111-2222-3333-4444-555555555555";
 pub const CONTAINER: &str = "containerd://0123456789abcdef";
@@ -62,7 +60,7 @@ impl FakeHost {
         };
         host.add_cgroup(Path::new(""));
         host.add_cgroup(host.paths.kubepods_dir().as_path());
-        for qos in KubeQosClass::ALL {
+        for qos in koordlet::system::KUBE_QOS_CLASSES {
             host.add_cgroup(host.paths.qos_dir(qos).as_path());
             host.add_cgroup(host.paths.pod_dir(qos, &uid()).as_path());
             host.add_cgroup(host.paths.container_dir(qos, &uid(), &cid()).as_path());

@@ -9,18 +9,21 @@
 
 mod tree;
 
+use koord_api::QoSClass;
 use std::fs;
 use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
-use koordlet::qos::cpu_burst::{
+use koordlet_core::strategies::CgroupWrite;
+use koordlet_core::strategies::cpu_burst::{
     self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
 };
-use koordlet::qos::cpu_suppress::{self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput};
-use koordlet::qos::cpuset::CpuList;
-use koordlet::qos::{CgroupWrite, QosClass};
+use koordlet_core::strategies::cpu_suppress::{
+    self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput,
+};
+use koordlet_core::strategies::cpuset::CpuList;
 use tree::{CPU_LOCK, ROOT, TestTree, setup, state, topology};
 
 #[test]
@@ -247,9 +250,9 @@ fn burst_values_are_accepted_by_the_kernel() {
         let pod = BurstPod {
             namespace: "ns".into(),
             name: "p".into(),
-            qos: QosClass::Ls,
+            qos: QoSClass::Ls,
             active: true,
-            cgroup: tree.rel("pod"),
+            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
             cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
             config: BurstParams {
@@ -261,7 +264,7 @@ fn burst_values_are_accepted_by_the_kernel() {
             config_source: "node".into(),
             containers: vec![BurstContainer {
                 id: "c1".into(),
-                cgroup: tree.rel("pod/c1"),
+                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
                 cpu_limit_milli: Some(2000),
                 cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
                 cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),
@@ -319,11 +322,7 @@ fn suppress_and_burst_plans_through_the_executor() {
     }
     let mut exec = Executor::new(Arc::new(cgroups), ExecutorConfig::default());
     let run = |exec: &mut Executor, writes: &[CgroupWrite]| {
-        let typed: Vec<_> = writes
-            .iter()
-            .map(|w| w.to_executor().expect("typed write"))
-            .collect();
-        let report = exec.apply(typed, Instant::now());
+        let report = exec.apply_refs(writes, Instant::now());
         assert!(report.errors.is_empty(), "executor errors: {:?}", report.errors);
     };
 
@@ -367,9 +366,9 @@ fn suppress_and_burst_plans_through_the_executor() {
         let pod = BurstPod {
             namespace: "ns".into(),
             name: "p".into(),
-            qos: QosClass::Ls,
+            qos: QoSClass::Ls,
             active: true,
-            cgroup: tree.rel("pod"),
+            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
             cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
             cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
             config: BurstParams {
@@ -381,7 +380,7 @@ fn suppress_and_burst_plans_through_the_executor() {
             config_source: "node".into(),
             containers: vec![BurstContainer {
                 id: "c1".into(),
-                cgroup: tree.rel("pod/c1"),
+                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
                 cpu_limit_milli: Some(1000),
                 cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
                 cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),

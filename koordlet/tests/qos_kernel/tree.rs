@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use koordlet::qos::CgroupWrite;
-use koordlet::qos::cpu_suppress::CgroupState;
-use koordlet::qos::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::CgroupWrite;
+use koordlet_core::strategies::cpu_suppress::CgroupState;
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 /// CPU-measuring tests never overlap.
 pub static CPU_LOCK: Mutex<()> = Mutex::new(());
@@ -81,13 +81,16 @@ impl TestTree {
     /// Applies a plan's writes in order; `cgroup` is relative to the controller root.
     pub fn apply(&self, writes: &[CgroupWrite]) {
         for w in writes {
-            let controller = if w.file.starts_with("cpuset.") {
+            let controller = if w.file().starts_with("cpuset.") {
                 "cpuset"
             } else {
                 "cpu"
             };
-            let path = Path::new(ROOT).join(controller).join(&w.cgroup).join(w.file);
-            fs::write(&path, &w.value).unwrap_or_else(|e| panic!("kernel rejected {w:?}: {e}"));
+            let path = Path::new(ROOT)
+                .join(controller)
+                .join(w.cgroup.as_path())
+                .join(w.file());
+            fs::write(&path, w.value.to_string()).unwrap_or_else(|e| panic!("kernel rejected {w:?}: {e}"));
         }
     }
 
@@ -192,7 +195,7 @@ pub fn state(tree: &TestTree, rel: &str) -> CgroupState {
         .ok()
         .and_then(|s| CpuList::parse(&s).ok());
     CgroupState {
-        dir: tree.rel(rel),
+        dir: koordlet::system::CgroupDir::new(tree.rel(rel)).unwrap(),
         cfs_quota_us: quota,
         cpuset,
     }

@@ -10,28 +10,37 @@ use koord_api::config::{ConfigError, ConfigKey, KeyParse, Layered, SloConfig, no
 use koord_api::selector::Selector;
 
 use super::Violation;
-use crate::review::Decider;
+use crate::view::ClusterView;
 
-/// Validates a ConfigMap on CREATE/UPDATE; ConfigMaps other than the slo-controller-config in
-/// the config namespace are not judged.
+/// Which ConfigMap is the slo-controller-config: the only one this webhook judges.
+#[derive(Debug, Clone, Copy)]
+pub struct SloConfigName<'a> {
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+}
+
+/// Validates a ConfigMap on CREATE/UPDATE against the cluster's nodes; ConfigMaps other than
+/// the slo-controller-config are not judged.
 pub fn validate_config_map_request(
     config_map: &ConfigMap,
-    _old: Option<&ConfigMap>,
-    request_namespace: &Option<String>,
-    decider: &Decider,
+    request_namespace: Option<&str>,
+    slo_config: SloConfigName<'_>,
+    view: &dyn ClusterView,
 ) -> Vec<Violation> {
     let name = config_map.metadata.name.as_deref().unwrap_or_default();
     let namespace = config_map
         .metadata
         .namespace
         .as_deref()
-        .or(request_namespace.as_deref())
+        .or(request_namespace)
         .unwrap_or_default();
-    if name != decider.slo_config_name || namespace != decider.config_namespace {
+    if name != slo_config.name || namespace != slo_config.namespace {
         return Vec::new();
     }
     let empty = BTreeMap::new();
-    let nodes: BTreeMap<String, BTreeMap<String, String>> = decider.view.node_labels().into_iter().collect();
+    let nodes: BTreeMap<String, BTreeMap<String, String>> = view.node_labels().into_iter().collect();
     validate_slo_config_with_nodes(config_map.data.as_ref().unwrap_or(&empty), &nodes)
 }
 

@@ -82,7 +82,7 @@ const VERBS: &[&str] = &[
     "watch",
 ];
 
-fn subresource_entries(info: &ResourceInfo) -> Vec<Value> {
+fn subresource_entries(info: &ResourceInfo, eviction_version: &str) -> Vec<Value> {
     let mut out = Vec::new();
     if info.status_subresource {
         out.push(json!({"name": format!("{}/status", info.plural), "singularName": "", "namespaced": info.namespaced,
@@ -98,15 +98,17 @@ fn subresource_entries(info: &ResourceInfo) -> Vec<Value> {
                            "kind": kind, "verbs": verbs});
         if let (Some(g), Some(o)) = (group, e.as_object_mut()) {
             o.insert("group".into(), json!(g));
-            o.insert("version".into(), json!("v1"));
+            o.insert("version".into(), json!(eviction_version));
         }
         out.push(e);
     }
     out
 }
 
-/// `/api/v1` or `/apis/{group}/{version}`; `None` if nothing is served there.
-pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+/// `/api/v1` or `/apis/{group}/{version}`; `None` if nothing is served there. The
+/// `pods/eviction` entry names `eviction_version` of group `policy`, which is how clients learn
+/// which Eviction body the server takes (a real 1.20 server says `v1beta1`, 1.22+ `v1`).
+pub fn resource_list(reg: &Registry, group: &str, version: &str, eviction_version: &str) -> Option<Value> {
     let mut resources = Vec::new();
     for info in reg
         .all()
@@ -121,7 +123,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             "shortNames": info.short_names,
             "categories": info.categories,
         }));
-        resources.extend(subresource_entries(info));
+        resources.extend(subresource_entries(info, eviction_version));
     }
     if resources.is_empty() {
         return None;

@@ -127,7 +127,7 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
         ["apis"] => return Ok(ok(&discovery::group_list(&reg))),
         ["openapi", ..] => return openapi::serve(&reg, &segs[1..], &accept),
         ["api", "v1"] => {
-            return discovery::resource_list(&reg, "", "v1")
+            return discovery::resource_list(&reg, "", "v1", st.server.eviction_api.discovery_version())
                 .map(|v| ok(&v))
                 .ok_or_else(|| ApiError::no_route("/api/v1"));
         }
@@ -137,7 +137,7 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
                 .ok_or_else(|| ApiError::no_route(g));
         }
         ["apis", g, v] => {
-            return discovery::resource_list(&reg, g, v)
+            return discovery::resource_list(&reg, g, v, st.server.eviction_api.discovery_version())
                 .map(|d| ok(&d))
                 .ok_or_else(|| ApiError::no_route(parts.uri.path()));
         }

@@ -7,75 +7,54 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, ApiResult};
-use super::object::{meta_str, now_rfc3339};
+use super::object::{label_namespace_name, meta_str, now_rfc3339};
 use super::resource::{GroupResource, ResourceInfo, info_from_crd};
 use super::server::ApiServer;
 
-/// Parse a Kubernetes quantity (`100m`, `1Gi`, `2`) to a number (cores or bytes).
-pub fn parse_quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        s if s.starts_with('e') || s.starts_with('E') => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * mult)
-}
-
-fn quantity_of(res: Option<&Value>, name: &str) -> Option<f64> {
-    let v = res?.get(name)?;
-    match v {
-        Value::String(s) => parse_quantity(s),
-        Value::Number(n) => n.as_f64(),
-        _ => None,
+/// The pod QoS class, computed as the kubelet and API server do (cpu and memory only; one
+/// rule shared with the simulated kubelet).
+pub fn qos_class(spec: &Value) -> &'static str {
+    match serde_json::from_value::<k8s_openapi::api::core::v1::PodSpec>(spec.clone()) {
+        Ok(spec) => crate::node::qos::compute_qos(&spec).as_str(),
+        Err(_) => "BestEffort",
     }
 }
 
-/// The pod QoS class, computed as the kubelet and API server do (cpu and memory only).
-pub fn qos_class(spec: &Value) -> &'static str {
-    let containers = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
-        .flatten();
-    let (mut any, mut guaranteed) = (false, true);
-    for c in containers {
-        let requests = c.pointer("/resources/requests");
-        let limits = c.pointer("/resources/limits");
-        for r in ["cpu", "memory"] {
-            let (req, lim) = (quantity_of(requests, r), quantity_of(limits, r));
-            if req.is_some_and(|x| x != 0.0) || lim.is_some_and(|x| x != 0.0) {
-                any = true;
-            }
-            match (req, lim) {
-                (_, None) => guaranteed = false,
-                (Some(a), Some(b)) if a != b => guaranteed = false,
-                _ => {}
+/// A real API server's defaulting: a container limit without a request sets the request.
+fn default_requests_from_limits(spec: &mut Value) {
+    for key in ["containers", "initContainers"] {
+        let Some(list) = spec.get_mut(key).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in list {
+            let Some(limits) = c.pointer("/resources/limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let requests = res.entry("requests").or_insert_with(|| json!({}));
+            if let Some(r) = requests.as_object_mut() {
+                for (name, q) in limits {
+                    r.entry(name).or_insert(q);
+                }
             }
         }
     }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
+}
+
+/// What a real server does after mutating admission, before validation and storage: defaults
+/// the (possibly rewritten) object again and, for a new pod, derives `status.qosClass` from the
+/// final spec (a webhook that rewrote cpu/memory to batch resources makes the pod BestEffort).
+pub fn after_admission_create(info: &ResourceInfo, obj: &mut Value) {
+    if (info.group.as_str(), info.plural.as_str()) != ("", "pods") {
+        return;
     }
+    if let Some(spec) = obj.get_mut("spec") {
+        default_requests_from_limits(spec);
+    }
+    let qos = obj.get("spec").map(qos_class).unwrap_or("BestEffort");
+    set(obj, "/status/qosClass", json!(qos));
 }
 
 fn set(obj: &mut Value, pointer: &str, value: Value) {
@@ -88,30 +67,6 @@ fn set(obj: &mut Value, pointer: &str, value: Value) {
         cur = m.entry(seg.to_string()).or_insert(Value::Null);
     }
     *cur = value;
-}
-
-/// Label every Namespace carries on a real API server (since 1.21), which namespace selectors
-/// of webhook configurations rely on.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// Sets `kubernetes.io/metadata.name` to the namespace's name, as the API server does.
-pub fn label_namespace_name(obj: &mut Value) {
-    let Some(name) = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return;
-    };
-    if obj
-        .pointer("/metadata/labels")
-        .is_none_or(|labels| !labels.is_object())
-    {
-        set(obj, "/metadata/labels", json!({}));
-    }
-    if let Some(labels) = obj.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
-        labels.insert(NAMESPACE_NAME_LABEL.to_string(), json!(name));
-    }
 }
 
 fn set_default(obj: &mut Value, pointer: &str, value: Value) {
@@ -142,8 +97,8 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
                 set_default(obj, p, v);
             }
             resolve_priority(server, obj, &name)?;
-            let qos = obj.get("spec").map(qos_class).unwrap_or("BestEffort");
-            set(obj, "/status", json!({"phase": "Pending", "qosClass": qos}));
+            set(obj, "/status", json!({"phase": "Pending"}));
+            after_admission_create(info, obj);
         }
         ("", "namespaces") => {
             set(obj, "/status", json!({"phase": "Active"}));
@@ -309,10 +264,6 @@ mod tests {
 
     #[test]
     fn quantities_and_qos() {
-        assert_eq!(parse_quantity("100m"), Some(0.1));
-        assert_eq!(parse_quantity("1Gi"), Some(1073741824.0));
-        assert_eq!(parse_quantity("1e3"), Some(1000.0));
-        assert_eq!(parse_quantity("x"), None);
         let be = json!({"containers": [{"name": "a"}]});
         assert_eq!(qos_class(&be), "BestEffort");
         let g = json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1000m", "memory": "1Gi"}}}]});
@@ -321,5 +272,13 @@ mod tests {
         assert_eq!(qos_class(&b), "Burstable");
         let batch = json!({"containers": [{"name": "a", "resources": {"requests": {"kubernetes.io/batch-cpu": "1000"}}}]});
         assert_eq!(qos_class(&batch), "BestEffort");
+        let mut limits_only =
+            json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
+        default_requests_from_limits(&mut limits_only);
+        assert_eq!(
+            limits_only["containers"][0]["resources"]["requests"]["memory"],
+            "1Gi"
+        );
+        assert_eq!(qos_class(&limits_only), "Guaranteed");
     }
 }

@@ -13,6 +13,7 @@ pub mod patch;
 pub mod pods;
 pub mod proto;
 pub mod resource;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod store;

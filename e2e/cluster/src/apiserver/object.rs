@@ -120,6 +120,9 @@ pub fn to_storage(info: &ResourceInfo, view: Value) -> Value {
         obj.insert("apiVersion".into(), Value::String(api_version));
         obj.insert("kind".into(), Value::String(kind));
     }
+    if let Some(schema) = &info.schema {
+        super::schema::prune_and_default(&mut v, schema);
+    }
     v
 }
 
@@ -309,4 +312,29 @@ pub fn has_finalizers(v: &Value) -> bool {
 /// Is the object marked for deletion?
 pub fn is_deleting(v: &Value) -> bool {
     meta(v).get("deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+/// Label every Namespace carries on a real API server (since 1.21), which namespace selectors
+/// of webhook configurations rely on.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Sets `kubernetes.io/metadata.name` to the namespace's name, as the API server does.
+pub fn label_namespace_name(obj: &mut Value) {
+    let Some(name) = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return;
+    };
+    let Some(metadata) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(NAMESPACE_NAME_LABEL.to_string(), json!(name));
+    }
 }

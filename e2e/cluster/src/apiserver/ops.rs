@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::Operation;
+use super::admission::matching::Operation;
 use super::error::{ApiError, ApiResult};
 use super::kinds;
 use super::object::{
@@ -156,6 +156,7 @@ impl ApiServer {
             .admit(Operation::Create, t, &name, Some(t.view(&obj)), None, dry_run)
             .await?;
         let mut obj = to_storage(&t.info, admitted);
+        kinds::after_admission_create(&t.info, &mut obj);
         kinds::validate(&t.info, &obj)?;
         if dry_run {
             return Ok(t.view(&obj));

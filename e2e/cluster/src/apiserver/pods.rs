@@ -136,6 +136,7 @@ impl ApiServer {
     /// POST pods/{name}/eviction.
     pub async fn evict(&self, t: &Target, body: &Value) -> ApiResult<Value> {
         let name = t.name()?.to_string();
+        self.eviction_api.check_body(body, &name, t.ns())?;
         let pod_t = Target {
             subresource: None,
             ..t.clone()
@@ -206,6 +207,70 @@ impl ApiServer {
         )
         .await?;
         Ok(success(201))
+    }
+}
+
+/// Which `policy` versions of Eviction the `pods/eviction` subresource takes, as a real API
+/// server of a given release does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EvictionApi {
+    /// Kubernetes 1.22 and later: `policy/v1` (named in discovery) and `policy/v1beta1`.
+    #[default]
+    V1AndV1beta1,
+    /// Kubernetes 1.18 to 1.21: `policy/v1beta1` only; a `policy/v1` body is a 400.
+    V1beta1Only,
+}
+
+impl EvictionApi {
+    /// The version the `pods/eviction` discovery entry names.
+    pub fn discovery_version(self) -> &'static str {
+        match self {
+            EvictionApi::V1AndV1beta1 => "v1",
+            EvictionApi::V1beta1Only => "v1beta1",
+        }
+    }
+
+    fn serves(self, version: &str) -> bool {
+        match self {
+            EvictionApi::V1AndV1beta1 => matches!(version, "v1" | "v1beta1"),
+            EvictionApi::V1beta1Only => version == "v1beta1",
+        }
+    }
+
+    /// Rejects what a real server's decoder and eviction handler reject: a kind or version it
+    /// does not serve, and a name or namespace other than the URL's. An absent `apiVersion` /
+    /// `kind` takes the endpoint's, as the real decoder's defaulting does.
+    fn check_body(self, body: &Value, name: &str, namespace: &str) -> ApiResult<()> {
+        let kind = body.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
+        let api_version = body.get("apiVersion").and_then(Value::as_str);
+        if let Some(av) = api_version {
+            let version = av.strip_prefix("policy/").unwrap_or("");
+            if !self.serves(version) || kind != "Eviction" {
+                return Err(ApiError::bad_request(format!(
+                    "no kind \"{kind}\" is registered for version \"{av}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
+                )));
+            }
+        } else if kind != "Eviction" {
+            return Err(ApiError::bad_request(format!(
+                "no kind \"{kind}\" is registered for the eviction subresource"
+            )));
+        }
+        if let Some(n) = body.pointer("/metadata/name").and_then(Value::as_str)
+            && n != name
+        {
+            return Err(ApiError::bad_request(
+                "name in URL does not match name in Eviction object",
+            ));
+        }
+        if let Some(ns) = body.pointer("/metadata/namespace").and_then(Value::as_str)
+            && !ns.is_empty()
+            && ns != namespace
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        Ok(())
     }
 }
 

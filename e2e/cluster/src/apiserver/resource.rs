@@ -74,6 +74,9 @@ pub struct ResourceInfo {
     pub custom: bool,
     /// Columns for `kubectl get` tables beyond Name and Age.
     pub printer_columns: Vec<PrinterColumn>,
+    /// The CRD's structural schema (`openAPIV3Schema` of the storage version): unknown fields
+    /// are pruned and defaults applied on every write. `None` for built-in kinds.
+    pub schema: Option<Arc<Value>>,
 }
 
 impl ResourceInfo {
@@ -281,6 +284,7 @@ impl Registry {
                 },
                 extra_subresources: bi.extra.to_vec(),
                 custom: false,
+                schema: None,
                 printer_columns: bi
                     .columns
                     .iter()
@@ -417,5 +421,6 @@ pub fn info_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
         extra_subresources: vec![],
         custom: true,
         printer_columns,
+        schema: first.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
     })
 }

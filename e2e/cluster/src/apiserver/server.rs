@@ -8,7 +8,8 @@ use std::sync::{Arc, RwLock};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::object::prepare_create;
+use super::object::{label_namespace_name, prepare_create};
+use super::pods::EvictionApi;
 use super::resource::{GroupResource, Registry};
 use super::store::Store;
 
@@ -24,12 +25,21 @@ pub struct ApiServer {
     pub(crate) next_cluster_ip: AtomicU32,
     /// Cancelled at teardown: ends every watch stream.
     pub(crate) cancel: CancellationToken,
+    /// Which Eviction versions `pods/eviction` serves.
+    pub(crate) eviction_api: EvictionApi,
 }
 
 impl ApiServer {
-    /// A fresh server with the default namespaces.
+    /// A fresh server with the default namespaces, serving Eviction as Kubernetes 1.22+ does.
     pub fn new(history_capacity: usize) -> Arc<Self> {
+        Self::with_eviction_api(history_capacity, EvictionApi::default())
+    }
+
+    /// A fresh server whose `pods/eviction` serves the versions of `eviction_api` (to test
+    /// clients against an older Kubernetes release's Eviction API).
+    pub fn with_eviction_api(history_capacity: usize, eviction_api: EvictionApi) -> Arc<Self> {
         let server = Arc::new(Self {
+            eviction_api,
             store: Store::new(Registry::with_builtins(), history_capacity),
             services: RwLock::new(HashMap::new()),
             next_cluster_ip: AtomicU32::new(10),
@@ -39,7 +49,7 @@ impl ApiServer {
         if let Some(info) = registry.get(&GroupResource::new("", "namespaces")) {
             for ns in DEFAULT_NAMESPACES {
                 let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}});
-                super::kinds::label_namespace_name(&mut obj);
+                label_namespace_name(&mut obj);
                 if prepare_create(&info, None, &mut obj).is_ok() {
                     let _ = server
                         .store

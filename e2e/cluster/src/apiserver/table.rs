@@ -42,6 +42,12 @@ fn cell(obj: &Value, json_path: &str) -> Value {
     }
 }
 
+/// A real server adds its own Age column to built-in kinds and to custom resources without
+/// `additionalPrinterColumns`; a CRD that defines columns gets Name plus exactly those.
+fn default_age_column(info: &ResourceInfo) -> bool {
+    !info.custom || info.printer_columns.is_empty()
+}
+
 fn column_defs(info: &ResourceInfo) -> Vec<Value> {
     let mut cols = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}),
@@ -54,7 +60,11 @@ fn column_defs(info: &ResourceInfo) -> Vec<Value> {
         };
         cols.push(json!({"name": c.name, "type": ty, "format": "", "description": c.name, "priority": 0}));
     }
-    cols.push(json!({"name": "Age", "type": "string", "format": "", "description": "Age", "priority": 0}));
+    if default_age_column(info) {
+        cols.push(
+            json!({"name": "Age", "type": "string", "format": "", "description": "Age", "priority": 0}),
+        );
+    }
     cols
 }
 
@@ -69,9 +79,11 @@ pub fn row(info: &ResourceInfo, obj: &Value, include_object: bool) -> Value {
             cells.push(cell(obj, &c.json_path));
         }
     }
-    cells.push(json!(human_age(
-        m.get("creationTimestamp").and_then(Value::as_str)
-    )));
+    if default_age_column(info) {
+        cells.push(json!(human_age(
+            m.get("creationTimestamp").and_then(Value::as_str)
+        )));
+    }
     let object = if include_object {
         obj.clone()
     } else {
@@ -99,4 +111,47 @@ pub fn table(
         "columnDefinitions": column_defs(info),
         "rows": objs.iter().map(|o| row(info, o, include_object)).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resource::{GroupResource, Registry, info_from_crd};
+
+    fn crd(columns: Option<Value>) -> ResourceInfo {
+        let mut version = json!({"name": "v1alpha1", "served": true, "storage": true,
+                                 "schema": {"openAPIV3Schema": {"type": "object"}}});
+        if let Some(c) = columns {
+            version["additionalPrinterColumns"] = c;
+        }
+        info_from_crd(&json!({
+            "metadata": {"name": "nodeslos.slo.koordinator.sh"},
+            "spec": {"group": "slo.koordinator.sh", "scope": "Cluster",
+                     "names": {"kind": "NodeSLO", "plural": "nodeslos", "singular": "nodeslo"},
+                     "versions": [version]}
+        }))
+        .unwrap()
+    }
+
+    fn names(info: &ResourceInfo) -> Vec<String> {
+        column_defs(info)
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn crd_columns_replace_the_default_age() {
+        let with = crd(Some(
+            json!([{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]),
+        ));
+        assert_eq!(names(&with), ["Name", "Age"]);
+        let obj = json!({"metadata": {"name": "n", "creationTimestamp": "2020-01-01T00:00:00Z"}});
+        assert_eq!(row(&with, &obj, false)["cells"].as_array().unwrap().len(), 2);
+        assert_eq!(names(&crd(None)), ["Name", "Age"]);
+        let pods = Registry::with_builtins()
+            .get(&GroupResource::new("", "pods"))
+            .unwrap();
+        assert_eq!(names(&pods).last().map(String::as_str), Some("Age"));
+    }
 }

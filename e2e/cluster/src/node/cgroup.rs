@@ -16,7 +16,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
@@ -24,10 +23,7 @@ use thiserror::Error;
 pub const V1_CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "cpuset", "memory"];
 
 /// Prefix of every run directory, so leftovers are easy to find and sweep.
-pub const RUN_PREFIX: &str = "koord-test-";
-
-/// How long a removal waits for the tasks of a cgroup to exit.
-const RMDIR_PATIENCE: Duration = Duration::from_secs(3);
+pub const RUN_PREFIX: &str = koord_test_support::cgroup::RUN_PREFIX;
 
 /// Which kind of cgroup filesystem the tree lives in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +58,12 @@ pub enum CgroupError {
         /// The OS error.
         source: io::Error,
     },
+    /// A file of the fake cgroupfs could not be written.
+    #[error(transparent)]
+    Fake(#[from] super::fakefs::FakeFsError),
+    /// A cgroup directory could not be removed (tasks that never left, permissions).
+    #[error(transparent)]
+    Remove(#[from] koord_test_support::cgroup::RemoveError),
     /// A relative cgroup path tried to leave its root.
     #[error("invalid relative cgroup path {0:?}")]
     BadPath(String),
@@ -409,50 +411,10 @@ fn make_cgroup_dir(dir: &Path, copy_cpuset: bool) -> Result<(), CgroupError> {
     Ok(())
 }
 
-/// Removes a real cgroup directory and its children bottom-up. Children first; each rmdir is
-/// retried while tasks are still exiting; tasks that never leave (not ours) are moved to the
-/// parent so the directory can go.
+/// Removes a real cgroup directory and its children bottom-up (the shared test-support removal:
+/// waits for exiting tasks, moves tasks that never leave to the parent).
 pub(crate) fn remove_cgroup_tree(dir: &Path) -> Result<(), CgroupError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("read dir", dir)(e)),
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            remove_cgroup_tree(&entry.path())?;
-        }
-    }
-    let started = Instant::now();
-    loop {
-        match fs::remove_dir(dir) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if started.elapsed() < RMDIR_PATIENCE => {
-                tracing::debug!(dir = %dir.display(), %e, "cgroup busy, retrying");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => {
-                if evacuate(dir) {
-                    continue;
-                }
-                return Err(io_err("rmdir", dir)(e));
-            }
-        }
-    }
-}
-
-/// Moves any remaining task of `dir` to its parent; true when there was something to move.
-fn evacuate(dir: &Path) -> bool {
-    let (Ok(procs), Some(parent)) = (fs::read_to_string(dir.join("cgroup.procs")), dir.parent()) else {
-        return false;
-    };
-    let pids: Vec<&str> = procs.split_whitespace().collect();
-    for pid in &pids {
-        tracing::warn!(dir = %dir.display(), pid, "task still in a cgroup at teardown; moving it to the parent");
-        let _ = fs::write(parent.join("cgroup.procs"), pid);
-    }
-    !pids.is_empty()
+    Ok(koord_test_support::cgroup::remove_tree(dir)?)
 }
 
 /// Finds the writable real cgroups and creates the run directories; `Err(reason)` otherwise.
@@ -524,20 +486,10 @@ fn detect_real(run_name: &str) -> Result<(CgroupMode, Vec<PathBuf>), String> {
 
 /// Removes run directories left by earlier runs whose process no longer exists.
 fn sweep_stale_runs(base: &Path) {
-    let Ok(entries) = fs::read_dir(base) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(RUN_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-        else {
-            continue;
-        };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            tracing::info!(dir = %entry.path().display(), "removing cgroups left by a dead run");
-            if let Err(err) = remove_cgroup_tree(&entry.path()) {
-                tracing::warn!(%err, "could not remove stale run");
-            }
+    for swept in koord_test_support::cgroup::sweep_stale_runs(base) {
+        match swept {
+            Ok(dir) => tracing::info!(dir = %dir.display(), "removed cgroups left by a dead run"),
+            Err(err) => tracing::warn!(%err, "could not remove stale run"),
         }
     }
 }

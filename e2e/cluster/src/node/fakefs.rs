@@ -8,10 +8,31 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
-use std::path::Path;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
-use super::cgroup::{CgroupError, NodeCgroups};
+use thiserror::Error;
+
+/// A fake cgroup file or directory could not be written.
+#[derive(Debug, Error)]
+#[error("{op} {path}: {source}")]
+pub struct FakeFsError {
+    /// What was attempted.
+    pub op: &'static str,
+    /// On which path.
+    pub path: PathBuf,
+    /// The OS error.
+    #[source]
+    pub source: io::Error,
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> FakeFsError + 'a {
+    move |source| FakeFsError {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// Initial content of the files each fake controller directory gets.
 fn initial_files(controller: &str) -> Vec<(&'static str, String)> {
@@ -62,40 +83,28 @@ fn memory_stat(rss: u64) -> String {
 }
 
 /// Creates one fake cgroup directory with its controller's files (kept if already there).
-pub(crate) fn create_dir(dir: &Path, controller: &str) -> Result<(), CgroupError> {
+pub(crate) fn create_dir(dir: &Path, controller: &str) -> Result<(), FakeFsError> {
     if dir.is_dir() {
         return Ok(());
     }
-    let io = |op: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CgroupError::Io { op, path, source }
-    };
-    fs::create_dir_all(dir).map_err(io("mkdir", dir))?;
+    fs::create_dir_all(dir).map_err(io_err("mkdir", dir))?;
     for (name, content) in initial_files(controller) {
         let path = dir.join(name);
-        fs::write(&path, content).map_err(io("write", &path))?;
+        fs::write(&path, content).map_err(io_err("write", &path))?;
     }
     Ok(())
 }
 
 /// Records `pid` in the fake directory's `cgroup.procs` and `tasks`.
-pub(crate) fn add_task(dir: &Path, pid: u32) -> Result<(), CgroupError> {
+pub(crate) fn add_task(dir: &Path, pid: u32) -> Result<(), FakeFsError> {
     for name in ["cgroup.procs", "tasks"] {
         let path = dir.join(name);
         let mut file = fs::OpenOptions::new()
             .append(true)
             .create(true)
             .open(&path)
-            .map_err(|source| CgroupError::Io {
-                op: "open",
-                path: path.clone(),
-                source,
-            })?;
-        writeln!(file, "{pid}").map_err(|source| CgroupError::Io {
-            op: "write",
-            path: path.clone(),
-            source,
-        })?;
+            .map_err(io_err("open", &path))?;
+        writeln!(file, "{pid}").map_err(io_err("write", &path))?;
     }
     Ok(())
 }
@@ -147,15 +156,16 @@ impl FakeAccounting {
             .retain(|dir, _| dir != relative && !dir.starts_with(&prefix));
     }
 
-    /// Samples, folds and writes the usage files of every directory.
+    /// Folds a sample and writes the usage files of every directory below `cgroup_root` (a
+    /// fake node's koordlet root: `<root>/<controller>/<dir>`).
     pub fn write(
         &mut self,
-        node: &NodeCgroups,
+        cgroup_root: &Path,
         sample: &BTreeMap<String, ContainerUsage>,
-    ) -> Result<(), CgroupError> {
+    ) -> Result<(), FakeFsError> {
         for (dir, (cpu_ns, rss)) in self.fold(sample) {
-            let cpuacct = node.dir("cpuacct", &dir)?;
-            let memory = node.dir("memory", &dir)?;
+            let cpuacct = cgroup_root.join("cpuacct").join(&dir);
+            let memory = cgroup_root.join("memory").join(&dir);
             if !cpuacct.is_dir() {
                 continue; // removed meanwhile
             }
@@ -173,12 +183,8 @@ impl FakeAccounting {
     }
 }
 
-fn write(path: &Path, content: &str) -> Result<(), CgroupError> {
-    fs::write(path, content).map_err(|source| CgroupError::Io {
-        op: "write",
-        path: path.to_path_buf(),
-        source,
-    })
+fn write(path: &Path, content: &str) -> Result<(), FakeFsError> {
+    fs::write(path, content).map_err(io_err("write", path))
 }
 
 /// `a/b/c` → `a`, `a/b`, `a/b/c`.

@@ -35,6 +35,9 @@ pub struct FleetConfig {
     /// Upper bound for the memory one container allocates, whatever it asks for.
     pub max_container_memory: u64,
     /// Pods with these `schedulerName`s (none means `default-scheduler`) are bound by the fleet.
+    /// Default: `default-scheduler` only, so a pod for a scheduler that is not there (e.g.
+    /// `koord-scheduler`) stays Pending, as on a real cluster; add a name to act as that
+    /// scheduler too.
     pub scheduler_names: Vec<String>,
     /// Use the fake cgroupfs even where real cgroups are writable.
     pub force_fake_cgroups: bool,
@@ -46,7 +49,7 @@ impl Default for FleetConfig {
             tick: Duration::from_millis(250),
             heartbeat: Duration::from_secs(10),
             max_container_memory: 1 << 30,
-            scheduler_names: vec!["default-scheduler".into(), "koord-scheduler".into()],
+            scheduler_names: vec!["default-scheduler".into()],
             force_fake_cgroups: false,
         }
     }
@@ -546,7 +549,7 @@ fn apply(
                         .map(|c| (c.dir.clone(), c.processes.usage()))
                 })
                 .collect();
-            if let Err(err) = fake.write(&node.cgroups, &sample) {
+            if let Err(err) = fake.write(node.cgroups.cgroup_root(), &sample) {
                 tracing::warn!(node = %node.spec.name, %err, "fake cgroup usage not written");
             }
         }

@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod fakefs;
 pub mod fit;
 mod fleet;
+mod koordlet_flags;
 pub mod limits;
 pub mod objects;
 mod plan;

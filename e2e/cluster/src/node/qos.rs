@@ -5,11 +5,8 @@
 //! `kubepods/burstable/pod<uid>`, `kubepods/besteffort/pod<uid>`, the container directory being
 //! the hash after `containerd://`.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-
-use super::quantity::{QuantityError, parse_milli};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use koord_api::KubeQoSClass;
 
 /// The kubelet's pod QoS class (`status.qosClass`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,90 +66,41 @@ pub fn container_cgroup_dir(qos: KubeQos, pod_uid: &str, container_id: &str) -> 
     format!("{}/{hash}", pod_cgroup_dir(qos, pod_uid))
 }
 
+impl From<KubeQoSClass> for KubeQos {
+    fn from(class: KubeQoSClass) -> Self {
+        match class {
+            KubeQoSClass::Guaranteed => KubeQos::Guaranteed,
+            KubeQoSClass::Burstable => KubeQos::Burstable,
+            KubeQoSClass::BestEffort => KubeQos::BestEffort,
+        }
+    }
+}
+
 /// The pod's QoS class: `status.qosClass` when the API server or a kubelet already set it,
 /// else computed from the spec as the kubelet does.
-pub fn pod_qos(pod: &Pod) -> Result<KubeQos, QuantityError> {
+pub fn pod_qos(pod: &Pod) -> KubeQos {
     if let Some(qos) = pod
         .status
         .as_ref()
         .and_then(|s| s.qos_class.as_deref())
         .and_then(KubeQos::from_status)
     {
-        return Ok(qos);
+        return qos;
     }
-    match &pod.spec {
-        Some(spec) => compute_qos(spec),
-        None => Ok(KubeQos::BestEffort),
-    }
+    pod.spec.as_ref().map_or(KubeQos::BestEffort, compute_qos)
 }
 
-/// The kubelet's `GetPodQOS` over regular and init containers, counting only positive cpu and
-/// memory quantities. A limit without a request counts as a request of the same size, which is
-/// what the API server's defaulting would have written.
-pub fn compute_qos(spec: &PodSpec) -> Result<KubeQos, QuantityError> {
-    let containers = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten());
-    let mut requests: BTreeMap<&str, i128> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, i128> = BTreeMap::new();
-    let mut guaranteed = true;
-    for container in containers {
-        let (container_requests, container_limits) = qos_quantities(container)?;
-        for (name, value) in &container_requests {
-            *requests.entry(name).or_default() += value;
-        }
-        for (name, value) in &container_limits {
-            *limits.entry(name).or_default() += value;
-        }
-        if !(container_limits.contains_key("cpu") && container_limits.contains_key("memory")) {
-            guaranteed = false;
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
-        return Ok(KubeQos::BestEffort);
-    }
-    if guaranteed
-        && requests.len() == limits.len()
-        && requests.iter().all(|(name, req)| limits.get(name) == Some(req))
-    {
-        return Ok(KubeQos::Guaranteed);
-    }
-    Ok(KubeQos::Burstable)
-}
-
-type Quantities = BTreeMap<&'static str, i128>;
-
-/// One container's positive cpu/memory requests (defaulted from limits) and limits.
-fn qos_quantities(container: &Container) -> Result<(Quantities, Quantities), QuantityError> {
-    let mut requests = Quantities::new();
-    let mut limits = Quantities::new();
-    let Some(resources) = &container.resources else {
-        return Ok((requests, limits));
-    };
-    for name in ["cpu", "memory"] {
-        let limit = match resources.limits.as_ref().and_then(|l| l.get(name)) {
-            Some(q) => Some(parse_milli(&q.0)?),
-            None => None,
-        };
-        let request = match resources.requests.as_ref().and_then(|r| r.get(name)) {
-            Some(q) => Some(parse_milli(&q.0)?),
-            None => limit,
-        };
-        if let Some(value) = request.filter(|v| *v > 0) {
-            requests.insert(name, value);
-        }
-        if let Some(value) = limit.filter(|v| *v > 0) {
-            limits.insert(name, value);
-        }
-    }
-    Ok((requests, limits))
+/// The Kubernetes QoS rule (one implementation, `koord_api`'s: only cpu and memory count, so a
+/// pod with batch resources only is BestEffort). The spec is expected as the API server stores
+/// it, with requests defaulted from limits.
+pub fn compute_qos(spec: &PodSpec) -> KubeQos {
+    koord_api::qos::compute_kube_qos_class(spec).into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn container(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
@@ -208,8 +156,11 @@ mod tests {
                 KubeQos::Guaranteed,
             ),
             (
-                "limits only defaults requests",
-                vec![container(&[], &[("cpu", "1"), ("memory", "1Gi")])],
+                "limits with requests defaulted by the API server",
+                vec![container(
+                    &[("cpu", "1"), ("memory", "1Gi")],
+                    &[("cpu", "1"), ("memory", "1Gi")],
+                )],
                 KubeQos::Guaranteed,
             ),
             (
@@ -236,30 +187,32 @@ mod tests {
             (
                 "one container without limits",
                 vec![
-                    container(&[], &[("cpu", "1"), ("memory", "1Gi")]),
+                    container(
+                        &[("cpu", "1"), ("memory", "1Gi")],
+                        &[("cpu", "1"), ("memory", "1Gi")],
+                    ),
                     container(&[], &[]),
                 ],
                 KubeQos::Burstable,
             ),
         ];
         for (name, containers, want) in cases {
-            assert_eq!(compute_qos(&spec(containers)), Ok(want), "{name}");
+            assert_eq!(compute_qos(&spec(containers)), want, "{name}");
         }
     }
 
     #[test]
-    fn status_wins_and_bad_quantities_are_errors() {
+    fn status_wins() {
         let mut pod = Pod {
             spec: Some(spec(vec![container(&[("cpu", "1")], &[])])),
             ..Default::default()
         };
-        assert_eq!(pod_qos(&pod), Ok(KubeQos::Burstable));
+        assert_eq!(pod_qos(&pod), KubeQos::Burstable);
         pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
             qos_class: Some("BestEffort".into()),
             ..Default::default()
         });
-        assert_eq!(pod_qos(&pod), Ok(KubeQos::BestEffort));
-        assert!(compute_qos(&spec(vec![container(&[("cpu", "lots")], &[])])).is_err());
+        assert_eq!(pod_qos(&pod), KubeQos::BestEffort);
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn start_pod(pod: &Pod, cgroups: &NodeCgroups, max_container_memory: u64) ->
         pod.metadata.namespace.as_deref().unwrap_or(""),
         pod.metadata.name.as_deref().unwrap_or("")
     );
-    let qos = pod_qos(pod).map_err(|e| format!("cannot compute QoS class: {e}"))?;
+    let qos = pod_qos(pod);
     let pod_dir = pod_cgroup_dir(qos, &uid);
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let spec = pod.spec.clone().unwrap_or_default();

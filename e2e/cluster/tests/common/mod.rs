@@ -1,8 +1,6 @@
 //! Shared helpers for the harness's own tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
 use koord_testcluster::{ClusterOptions, TestCluster};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -56,20 +54,4 @@ pub fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
         }),
         ..Default::default()
     }
-}
-
-/// Poll `f` until it returns true (panics after `secs`).
-pub async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }

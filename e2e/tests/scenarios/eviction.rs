@@ -1,0 +1,170 @@
+//! Eviction through the cluster's Eviction API (`policy/v1beta1` on Kubernetes before 1.22):
+//! a memory threshold that node usage is always over makes koordlet evict BE pods, with the
+//! `evictPodSuccess` Event; a PodDisruptionBudget turns it into a 429 and `evictPodFail`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use koord_api::names::KEY_RESOURCE_THRESHOLD_CONFIG;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+
+use crate::common::wait_for;
+use crate::env::{Cleanup, Env, Load, POD_START, Wanted};
+
+/// Node memory usage is always above 1 %: every BE pod on the node is a candidate.
+const EVICT_EVERYTHING: &str = "{\"clusterStrategy\": {\"enable\": true, \"memoryEvictThresholdPercent\": 1, \"memoryEvictLowerPercent\": 0}}";
+
+/// Whether koordlet runs with BEMemoryEvict (off by default, as upstream).
+async fn memory_evict_enabled(env: &Env) -> Result<(), String> {
+    if !env.is_real() {
+        return Ok(());
+    }
+    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(env.client.clone(), koord_api::names::DEFAULT_CONFIG_NAMESPACE);
+    let ds = daemonsets
+        .get("koordlet")
+        .await
+        .map_err(|e| format!("koordlet DaemonSet: {e}"))?;
+    let text = serde_json::to_string(&ds.spec).unwrap_or_default();
+    if text.contains("BEMemoryEvict=true") {
+        Ok(())
+    } else {
+        Err("koordlet runs without --feature-gates BEMemoryEvict=true (chart value koordlet.featureGates.BEMemoryEvict)".into())
+    }
+}
+
+async fn be_pod(env: &Env, cleanup: &Cleanup, name: &str, node: &str) -> Pod {
+    let ns = cleanup.ns();
+    let mut pod = env.pod(
+        name,
+        json!({"koordinator.sh/qosClass": "BE", "app": name}),
+        vec![env.container(
+            "main",
+            Load::Idle,
+            json!({
+            "requests": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "32Mi"},
+            "limits": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "32Mi"}}),
+        )],
+    );
+    let spec = pod.spec.as_mut().unwrap();
+    spec.node_name = Some(node.to_string());
+    spec.priority_class_name = Some("koord-batch".into());
+    Api::<Pod>::namespaced(env.client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    env.wait_running(ns, name).await
+}
+
+async fn reasons(env: &Env, ns: &str, pod: &str) -> Vec<(String, String)> {
+    Api::<Event>::namespaced(env.client.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+async fn prepare(env: &Env, prefix: &str) -> Option<(Cleanup, String)> {
+    if let Err(reason) = memory_evict_enabled(env).await {
+        println!("skipped: {reason}");
+        return None;
+    }
+    let node = env.node_names().await.into_iter().next().expect("a Ready node");
+    let cleanup = env.namespace(prefix, json!({})).await;
+    Some((cleanup, node))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn be_pod_is_evicted_through_the_eviction_api_with_an_event() {
+    let env = Env::start(Wanted::default()).await;
+    let Some((mut cleanup, node)) = prepare(&env, "evict").await else {
+        return;
+    };
+    let ns = cleanup.ns().to_string();
+    be_pod(&env, &cleanup, "be-victim", &node).await;
+    cleanup
+        .set_config(KEY_RESOURCE_THRESHOLD_CONFIG, EVICT_EVERYTHING)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    wait_for("be-victim evicted", POD_START, async || {
+        let p = pods.get_opt("be-victim").await.ok()?;
+        p.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let events = wait_for("evictPodSuccess Event", Duration::from_secs(30), async || {
+        let events = reasons(&env, &ns, "be-victim").await;
+        events
+            .iter()
+            .any(|(r, _)| r == "evictPodSuccess")
+            .then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    assert!(message.contains("EvictPodByNodeMemoryUsage"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_disruption_budget_keeps_the_be_pod() {
+    let env = Env::start(Wanted::default()).await;
+    let Some((mut cleanup, node)) = prepare(&env, "pdb").await else {
+        return;
+    };
+    let ns = cleanup.ns().to_string();
+    be_pod(&env, &cleanup, "be-guarded", &node).await;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "guard"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "be-guarded"}}}
+    }))
+    .unwrap();
+    // policy/v1 PDBs exist from Kubernetes 1.21; 1.20 has only v1beta1.
+    let v1: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &ns);
+    if let Err(e) = v1.create(&PostParams::default(), &pdb).await {
+        let v1beta1 = kube::api::ApiResource {
+            group: "policy".into(),
+            version: "v1beta1".into(),
+            api_version: "policy/v1beta1".into(),
+            kind: "PodDisruptionBudget".into(),
+            plural: "poddisruptionbudgets".into(),
+        };
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &v1beta1);
+        let mut obj: kube::api::DynamicObject =
+            serde_json::from_value(serde_json::to_value(&pdb).unwrap()).unwrap();
+        obj.types = Some(kube::api::TypeMeta {
+            api_version: "policy/v1beta1".into(),
+            kind: "PodDisruptionBudget".into(),
+        });
+        api.create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e2| panic!("PDB: policy/v1 {e}; policy/v1beta1 {e2}"));
+    }
+    // The disruption controller (real cluster) must count the pod healthy first.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cleanup
+        .set_config(KEY_RESOURCE_THRESHOLD_CONFIG, EVICT_EVERYTHING)
+        .await
+        .unwrap();
+    let events = wait_for("evictPodFail Event", POD_START, async || {
+        let events = reasons(&env, &ns, "be-guarded").await;
+        events.iter().any(|(r, _)| r == "evictPodFail").then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodFail").unwrap();
+    assert!(message.contains("EvictPodByNodeMemoryUsage"), "{message}");
+    assert!(events.iter().all(|(r, _)| r != "evictPodSuccess"), "{events:?}");
+    let pod = Api::<Pod>::namespaced(env.client.clone(), &ns)
+        .get("be-guarded")
+        .await
+        .unwrap();
+    assert!(
+        pod.metadata.deletion_timestamp.is_none(),
+        "the guarded pod is being deleted"
+    );
+}

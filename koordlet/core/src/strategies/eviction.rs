@@ -1,0 +1,173 @@
+//! What both eviction strategies share: the candidate pods, the picks, and the rules that keep
+//! eviction safe (only BE pods, never a pod already being evicted, pods in flight count as
+//! released).
+
+use koord_api::QoSClass;
+use serde::Serialize;
+
+/// One pod on the node as eviction sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvictCandidate {
+    /// Pod UID (the Eviction API precondition).
+    pub uid: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Resolved Koordinator QoS class; only [`QoSClass::Be`] is ever picked.
+    pub qos: QoSClass,
+    /// `spec.priority`, when set.
+    pub priority: Option<i32>,
+    /// Latest CPU usage in milli-cores, when measured.
+    pub cpu_usage_milli: Option<f64>,
+    /// Σ container `kubernetes.io/batch-cpu` requests in milli-cores (what evicting frees).
+    pub batch_cpu_request_milli: i64,
+    /// Latest memory usage in bytes, when measured.
+    pub memory_usage_bytes: Option<u64>,
+    /// An eviction was already requested for this pod (it counts as pending release and is
+    /// never picked again).
+    pub being_evicted: bool,
+    /// The pod's `koordinator.sh/eviction-policy` allows this strategy to evict it.
+    pub eviction_allowed: bool,
+}
+
+impl EvictCandidate {
+    /// Whether a strategy may pick this pod: BE, allowed, not already on its way out.
+    pub fn pickable(&self) -> bool {
+        self.qos == QoSClass::Be && self.eviction_allowed && !self.being_evicted
+    }
+}
+
+/// A pod the plan evicts, with the numbers that caused it (they go into the Event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EvictionPick {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID (precondition of the Eviction API call).
+    pub uid: String,
+    /// `cpu_evict` or `memory_evict`.
+    pub strategy: &'static str,
+    /// Event reason: `EvictPodByBECPUSatisfaction` or `EvictPodByNodeMemoryUsage`.
+    pub reason: &'static str,
+    /// Human-readable numbers: what was measured, what must be released, what this pod frees.
+    pub message: String,
+}
+
+/// The victims of one eviction round and what they add up to.
+pub(crate) struct Selection<'a> {
+    /// Picked pods, best victim first.
+    pub picks: Vec<&'a EvictCandidate>,
+    /// What pods already being evicted free.
+    pub in_flight: f64,
+    /// In-flight plus the picks.
+    pub released: f64,
+}
+
+impl Selection<'_> {
+    /// Why nothing was picked although what pods in flight free does not cover `target`.
+    pub fn shortfall(&self, target: f64) -> Option<&'static str> {
+        (self.picks.is_empty() && self.in_flight < target).then_some("no BE pod left to evict")
+    }
+
+    /// The picks as plan entries of `strategy` with the Event `reason`; `message` gives each
+    /// pick's numbers.
+    pub fn evictions(
+        &self,
+        strategy: &'static str,
+        reason: &'static str,
+        message: impl Fn(&EvictCandidate) -> String,
+    ) -> Vec<EvictionPick> {
+        self.picks
+            .iter()
+            .map(|p| EvictionPick {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+                strategy,
+                reason,
+                message: message(p),
+            })
+            .collect()
+    }
+}
+
+/// The victim selection both eviction strategies share: BE pods that may be picked, ordered by
+/// priority ascending, then `busiest` descending, then identity; picked until what they `free`
+/// (plus what pods in flight free) covers `target`.
+pub(crate) fn select_victims<'a>(
+    pods: &'a [EvictCandidate],
+    target: f64,
+    frees: impl Fn(&EvictCandidate) -> f64,
+    busiest: impl Fn(&EvictCandidate) -> f64,
+) -> Selection<'a> {
+    let in_flight = in_flight_release(pods, &frees);
+    let mut ordered: Vec<&EvictCandidate> = pods.iter().filter(|p| p.pickable()).collect();
+    ordered.sort_by(|a, b| {
+        by_priority(a, b)
+            .then_with(|| busiest(b).total_cmp(&busiest(a)))
+            .then_with(|| by_identity(a, b))
+    });
+    let (picks, released) = pick_until_covered(ordered, in_flight, target, &frees);
+    Selection {
+        picks,
+        in_flight,
+        released,
+    }
+}
+
+/// Walks `ordered` candidates (best victim first), skipping pods that may not be picked, until
+/// `released` (starting from what pods in flight already free) covers `target`.
+/// Returns the picks and the total released including pods in flight.
+fn pick_until_covered<'a>(
+    ordered: impl IntoIterator<Item = &'a EvictCandidate>,
+    in_flight: f64,
+    target: f64,
+    frees: impl Fn(&EvictCandidate) -> f64,
+) -> (Vec<&'a EvictCandidate>, f64) {
+    let mut released = in_flight;
+    let mut picks = Vec::new();
+    for pod in ordered {
+        if released >= target {
+            break;
+        }
+        if !pod.pickable() {
+            continue;
+        }
+        released += frees(pod).max(0.0);
+        picks.push(pod);
+    }
+    (picks, released)
+}
+
+/// What BE pods already being evicted will free, by `frees`: counted so a slow eviction does not
+/// make the next round pick more pods.
+fn in_flight_release(pods: &[EvictCandidate], frees: impl Fn(&EvictCandidate) -> f64) -> f64 {
+    pods.iter()
+        .filter(|p| p.qos == QoSClass::Be && p.being_evicted)
+        .map(|p| frees(p).max(0.0))
+        .sum()
+}
+
+/// Whether the cool-down after the last eviction still runs at `now` (all in seconds since the
+/// caller's origin).
+pub(crate) fn cooling_down(now_s: f64, last_eviction_s: Option<f64>, cool_down_s: f64) -> bool {
+    match last_eviction_s {
+        Some(last) => now_s - last < cool_down_s,
+        None => false,
+    }
+}
+
+/// Orders by `spec.priority` ascending (lower priority is evicted first); a pod without a
+/// priority counts as 0, the API server's default, so the order is total (upstream compares
+/// only when both are set, which is not a total order).
+fn by_priority(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
+    a.priority.unwrap_or(0).cmp(&b.priority.unwrap_or(0))
+}
+
+/// Last tie-breaker so the victim order is deterministic: namespace/name descending (upstream's
+/// memory tie-breaker), then UID.
+fn by_identity(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
+    (&b.namespace, &b.name, &b.uid).cmp(&(&a.namespace, &a.name, &a.uid))
+}

@@ -1,0 +1,315 @@
+//! Memory eviction (gate BEMemoryEvict, seed 001): when node memory usage reaches
+//! `memoryEvictThresholdPercent`, evict BE pods until usage would be back at
+//! `memoryEvictLowerPercent` (default threshold − 2), lowest priority and largest usage first.
+
+use koord_api::nodeslo::ResourceThresholdStrategy;
+use serde::Serialize;
+
+use super::eviction::{EvictCandidate, EvictionPick, cooling_down, select_victims};
+
+/// Strategy name in plans and audit lines.
+pub const STRATEGY: &str = "memory_evict";
+/// Event reason of the evictions this strategy asks for.
+pub const REASON: &str = "EvictPodByNodeMemoryUsage";
+/// Upstream's default threshold when the NodeSLO leaves it unset.
+pub const DEFAULT_THRESHOLD_PERCENT: i64 = 70;
+/// Default lower bound: threshold minus this buffer.
+pub const RELEASE_BUFFER_PERCENT: i64 = 2;
+/// Upstream's default pause after an eviction round (`--memory-evict-cool-time-seconds`).
+pub const DEFAULT_COOL_DOWN_SECONDS: f64 = 4.0;
+
+/// Everything memory eviction looks at; times are seconds since any origin the caller keeps.
+#[derive(Debug, Clone)]
+pub struct MemoryEvictInput<'a> {
+    /// `resourceUsedThresholdWithBE` of the NodeSLO (merged over defaults or not: unset fields
+    /// take upstream's defaults here).
+    pub strategy: &'a ResourceThresholdStrategy,
+    /// Node memory capacity in bytes.
+    pub capacity_bytes: u64,
+    /// Latest node memory usage in bytes (MemTotal − MemAvailable), if measured recently.
+    pub used_bytes: Option<u64>,
+    /// Every pod on the node; only BE pods are ever picked.
+    pub pods: &'a [EvictCandidate],
+    /// Now.
+    pub now_seconds: f64,
+    /// When this strategy last evicted something.
+    pub last_eviction_seconds: Option<f64>,
+    /// Cool-down after an eviction round ([`DEFAULT_COOL_DOWN_SECONDS`]).
+    pub cool_down_seconds: f64,
+}
+
+/// What memory eviction decided and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryEvictAction {
+    /// `resourceUsedThresholdWithBE.enable` is not true.
+    Disabled,
+    /// Inputs missing or the config is invalid (see `reason`).
+    Skipped,
+    /// Within the cool-down after the last eviction.
+    CoolingDown,
+    /// Usage below the threshold.
+    BelowThreshold,
+    /// Over the threshold but pods already being evicted cover the release.
+    CoveredInFlight,
+    /// Pods picked (maybe fewer than needed when BE pods run out).
+    Evict,
+}
+
+/// The decision with its numbers (the `strategies.memory_evict` object of `koordlet plan`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryEvictPlan {
+    /// What was decided.
+    pub action: MemoryEvictAction,
+    /// Why a round was skipped, empty otherwise.
+    pub reason: String,
+    /// Node memory usage in integer percent of capacity.
+    pub usage_percent: Option<i64>,
+    /// Effective threshold.
+    pub threshold_percent: i64,
+    /// Effective lower bound.
+    pub lower_percent: i64,
+    /// Bytes to release: `capacity × (usage% − lower%) / 100`.
+    pub release_bytes: u64,
+    /// Bytes pods already being evicted will free.
+    pub in_flight_bytes: u64,
+    /// Bytes freed by in-flight pods plus this plan's picks.
+    pub released_bytes: u64,
+    /// Pods to evict, in order.
+    pub evictions: Vec<EvictionPick>,
+}
+
+fn memory_of(p: &EvictCandidate) -> f64 {
+    p.memory_usage_bytes.unwrap_or(0) as f64
+}
+
+/// Decides memory eviction for one round.
+pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
+    let s = input.strategy;
+    let threshold = super::clamp_percent(
+        s.memory_evict_threshold_percent
+            .unwrap_or(DEFAULT_THRESHOLD_PERCENT),
+    );
+    let lower = s
+        .memory_evict_lower_percent
+        .unwrap_or(threshold - RELEASE_BUFFER_PERCENT);
+    let mut plan = MemoryEvictPlan {
+        action: MemoryEvictAction::Skipped,
+        reason: String::new(),
+        usage_percent: None,
+        threshold_percent: threshold,
+        lower_percent: lower,
+        release_bytes: 0,
+        in_flight_bytes: 0,
+        released_bytes: 0,
+        evictions: Vec::new(),
+    };
+    if s.enable != Some(true) {
+        plan.action = MemoryEvictAction::Disabled;
+        return plan;
+    }
+    if !(0..threshold).contains(&lower) {
+        plan.reason = format!("memoryEvictLowerPercent {lower} must be in [0, threshold {threshold})");
+        return plan;
+    }
+    let Some(used) = input.used_bytes else {
+        plan.reason = "node memory usage not measured yet".into();
+        return plan;
+    };
+    if input.capacity_bytes == 0 {
+        plan.reason = "node memory capacity unknown".into();
+        return plan;
+    }
+    let capacity = u128::from(input.capacity_bytes);
+    let usage_percent = (u128::from(used) * 100 / capacity).min(i64::MAX as u128) as i64;
+    plan.usage_percent = Some(usage_percent);
+    if usage_percent < threshold {
+        plan.action = MemoryEvictAction::BelowThreshold;
+        return plan;
+    }
+    if cooling_down(
+        input.now_seconds,
+        input.last_eviction_seconds,
+        input.cool_down_seconds,
+    ) {
+        plan.action = MemoryEvictAction::CoolingDown;
+        return plan;
+    }
+    // usage_percent >= threshold > lower >= 0, so the factor is positive.
+    let release =
+        (capacity.saturating_mul((usage_percent - lower) as u128) / 100).min(u64::MAX as u128) as u64;
+    plan.release_bytes = release;
+    let selection = select_victims(input.pods, release as f64, memory_of, memory_of);
+    plan.in_flight_bytes = selection.in_flight as u64;
+    plan.released_bytes = selection.released as u64;
+    plan.action = if selection.picks.is_empty() {
+        MemoryEvictAction::CoveredInFlight
+    } else {
+        MemoryEvictAction::Evict
+    };
+    if let Some(why) = selection.shortfall(release as f64) {
+        plan.reason = why.into();
+    }
+    plan.evictions = selection.evictions(STRATEGY, REASON, |p| {
+        format!(
+            "node memory usage {usage_percent}% >= threshold {threshold}%, release {release} bytes \
+             down to {lower}%; pod memory usage {} bytes",
+            p.memory_usage_bytes.unwrap_or(0)
+        )
+    });
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koord_api::QoSClass;
+
+    const GI: u64 = 1 << 30;
+
+    pub(crate) fn pod(name: &str, qos: QoSClass, prio: Option<i32>, mem: Option<u64>) -> EvictCandidate {
+        EvictCandidate {
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            name: name.into(),
+            qos,
+            priority: prio,
+            cpu_usage_milli: None,
+            batch_cpu_request_milli: 0,
+            memory_usage_bytes: mem,
+            being_evicted: false,
+            eviction_allowed: true,
+        }
+    }
+
+    fn enabled(threshold: Option<i64>, lower: Option<i64>) -> ResourceThresholdStrategy {
+        ResourceThresholdStrategy {
+            enable: Some(true),
+            memory_evict_threshold_percent: threshold,
+            memory_evict_lower_percent: lower,
+            ..Default::default()
+        }
+    }
+
+    fn run(s: &ResourceThresholdStrategy, used: u64, pods: &[EvictCandidate]) -> MemoryEvictPlan {
+        decide(&MemoryEvictInput {
+            strategy: s,
+            capacity_bytes: 100 * GI,
+            used_bytes: Some(used),
+            pods,
+            now_seconds: 100.0,
+            last_eviction_seconds: None,
+            cool_down_seconds: DEFAULT_COOL_DOWN_SECONDS,
+        })
+    }
+
+    fn names(plan: &MemoryEvictPlan) -> Vec<&str> {
+        plan.evictions.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    #[test]
+    fn threshold_boundary_and_default_lower() {
+        let s = enabled(None, None);
+        let pods = [pod("be", QoSClass::Be, None, Some(10 * GI))];
+        // 69.99 % → integer 69 < 70.
+        let p = run(&s, 70 * GI - 1, &pods);
+        assert_eq!(p.action, MemoryEvictAction::BelowThreshold);
+        assert_eq!(p.usage_percent, Some(69));
+        // Exactly 70 %: evict; lower defaults to 68, release = 100Gi × 2 / 100.
+        let p = run(&s, 70 * GI, &pods);
+        assert_eq!(p.action, MemoryEvictAction::Evict);
+        assert_eq!((p.threshold_percent, p.lower_percent), (70, 68));
+        assert_eq!(p.release_bytes, 2 * GI);
+        assert_eq!(names(&p), ["be"]);
+        assert_eq!(p.evictions[0].reason, "EvictPodByNodeMemoryUsage");
+    }
+
+    #[test]
+    fn disabled_by_default_even_over_threshold() {
+        let s = ResourceThresholdStrategy::default();
+        let pods = [pod("be", QoSClass::Be, None, Some(10 * GI))];
+        assert_eq!(run(&s, 99 * GI, &pods).action, MemoryEvictAction::Disabled);
+    }
+
+    #[test]
+    fn order_priority_then_usage_then_zero_last() {
+        let s = enabled(Some(80), Some(70));
+        let pods = [
+            pod("ls-huge", QoSClass::Ls, Some(0), Some(50 * GI)),
+            pod("be-zero", QoSClass::Be, Some(5000), Some(0)),
+            pod("be-small", QoSClass::Be, Some(5000), Some(3 * GI)),
+            pod("be-big", QoSClass::Be, Some(5000), Some(6 * GI)),
+            pod("be-low-prio", QoSClass::Be, Some(1000), Some(GI)),
+        ];
+        // 90 % → release 20 Gi: everything BE, in order, and still not covered; LS never.
+        let p = run(&s, 90 * GI, &pods);
+        assert_eq!(names(&p), ["be-low-prio", "be-big", "be-small", "be-zero"]);
+        assert_eq!(p.release_bytes, 20 * GI);
+        // 80 % → release 10 Gi: low prio (1) + big (6) + small (3) = 10 covers it.
+        let p = run(&s, 80 * GI, &pods);
+        assert_eq!(names(&p), ["be-low-prio", "be-big", "be-small"]);
+        assert_eq!(p.released_bytes, 10 * GI);
+    }
+
+    #[test]
+    fn in_flight_pods_count_and_are_not_picked_again() {
+        let s = enabled(Some(70), None);
+        let mut going = pod("be-going", QoSClass::Be, None, Some(3 * GI));
+        going.being_evicted = true;
+        let pods = [going, pod("be-other", QoSClass::Be, None, Some(GI))];
+        // release 2 Gi, 3 Gi already on the way out.
+        let p = run(&s, 70 * GI, &pods);
+        assert_eq!(p.action, MemoryEvictAction::CoveredInFlight);
+        assert!(p.evictions.is_empty());
+        assert_eq!(p.in_flight_bytes, 3 * GI);
+    }
+
+    #[test]
+    fn disallowed_by_eviction_policy_is_skipped() {
+        let s = enabled(Some(70), None);
+        let mut a = pod("be-a", QoSClass::Be, None, Some(5 * GI));
+        a.eviction_allowed = false;
+        let pods = [a, pod("be-b", QoSClass::Be, None, Some(GI))];
+        assert_eq!(names(&run(&s, 75 * GI, &pods)), ["be-b"]);
+    }
+
+    #[test]
+    fn cool_down() {
+        let s = enabled(Some(70), None);
+        let pods = [pod("be", QoSClass::Be, None, Some(GI))];
+        let mut input = MemoryEvictInput {
+            strategy: &s,
+            capacity_bytes: 100 * GI,
+            used_bytes: Some(90 * GI),
+            pods: &pods,
+            now_seconds: 103.9,
+            last_eviction_seconds: Some(100.0),
+            cool_down_seconds: DEFAULT_COOL_DOWN_SECONDS,
+        };
+        assert_eq!(decide(&input).action, MemoryEvictAction::CoolingDown);
+        input.now_seconds = 104.0;
+        assert_eq!(decide(&input).action, MemoryEvictAction::Evict);
+    }
+
+    #[test]
+    fn bad_config_and_missing_inputs_skip() {
+        let pods = [pod("be", QoSClass::Be, None, Some(GI))];
+        let p = run(&enabled(Some(70), Some(70)), 90 * GI, &pods);
+        assert_eq!(p.action, MemoryEvictAction::Skipped);
+        assert!(p.reason.contains("memoryEvictLowerPercent"));
+        let s = enabled(None, None);
+        let mut input = MemoryEvictInput {
+            strategy: &s,
+            capacity_bytes: 0,
+            used_bytes: Some(GI),
+            pods: &pods,
+            now_seconds: 0.0,
+            last_eviction_seconds: None,
+            cool_down_seconds: 4.0,
+        };
+        assert_eq!(decide(&input).action, MemoryEvictAction::Skipped);
+        input.capacity_bytes = GI;
+        input.used_bytes = None;
+        assert_eq!(decide(&input).action, MemoryEvictAction::Skipped);
+    }
+}
