@@ -18,6 +18,7 @@ pub mod priority;
 pub mod profile;
 pub mod qos;
 pub mod quantity;
+pub mod reference;
 pub mod resources;
 pub mod schema;
 pub mod selector;
