@@ -18,6 +18,7 @@ pub mod priority;
 pub mod profile;
 pub mod qos;
 pub mod quantity;
+#[cfg(feature = "crd")]
 pub mod reference;
 pub mod resources;
 pub mod schema;
