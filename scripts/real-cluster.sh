@@ -171,7 +171,7 @@ cmd_test() {
         # Compile outside the netns (the registry may be needed), run inside it, offline.
         cargo test --locked -p koord-e2e --test scenarios --no-run
         in_netns env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
-            cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1
+            cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1 --nocapture
     else
         log "e2e/tests/scenarios.rs not present; ran the kubectl checks only"
     fi
