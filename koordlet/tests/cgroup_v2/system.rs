@@ -93,26 +93,7 @@ fn cgroup_v2_vm_detection_finds_v2_and_both_drivers() {
     assert_eq!(listed, vec![PodUid::new(UID).unwrap()]);
 
     // Every resource koordlet uses exists on a delegated pod cgroup of this kernel.
-    for r in [
-        R::CpuShares,
-        R::CpuCfsQuota,
-        R::CpuCfsPeriod,
-        R::CpuCfsBurst,
-        R::CpuIdle,
-        R::CpusetCpus,
-        R::CpusetCpusEffective,
-        R::CpuUsage,
-        R::CpuStat,
-        R::MemoryLimit,
-        R::MemoryUsage,
-        R::MemoryStat,
-        R::MemoryMin,
-        R::MemoryLow,
-        R::MemoryHigh,
-        R::CpuPressure,
-        R::MemoryPressure,
-        R::IoPressure,
-    ] {
+    for r in R::ALL {
         assert!(
             cgroups.is_supported(r, &pod).unwrap(),
             "{r:?} unsupported on {pod:?}"
