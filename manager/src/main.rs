@@ -30,10 +30,13 @@ fn calc_command(args: &CalcArgs) -> ExitCode {
     };
     match calc::calc(&input, now) {
         Ok(output) => match serde_json::to_string_pretty(&output) {
-            Ok(json) => {
-                println!("{json}");
-                ExitCode::SUCCESS
-            }
+            Ok(json) => match koord_runtime::print_stdout(&json) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("koord-manager calc: cannot write the output: {error}");
+                    ExitCode::FAILURE
+                }
+            },
             Err(error) => {
                 eprintln!("koord-manager calc: {error}");
                 ExitCode::FAILURE

@@ -12,6 +12,7 @@ mod duration;
 mod input;
 mod kubeconfig;
 mod logging;
+mod output;
 mod shutdown;
 
 pub use admin::{AdminServer, Readiness, admin_router, serve_admin};
@@ -19,4 +20,5 @@ pub use duration::{DurationError, parse_duration, parse_interval};
 pub use input::{ReadInputError, read_file_or_stdin};
 pub use kubeconfig::{KubeconfigError, kube_client, kube_config};
 pub use logging::{LogFormat, LoggingError, init_logging};
+pub use output::print_stdout;
 pub use shutdown::shutdown_signal;

@@ -16,13 +16,16 @@ fn main() -> ExitCode {
                 serde_json::to_string_pretty(&value)
                     .map_err(|error| offline::OfflineError::Input(error.to_string()))
             }) {
-                Ok(json) => {
-                    println!("{json}");
-                    ExitCode::SUCCESS
-                }
+                Ok(json) => match koord_runtime::print_stdout(&json) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(error) => {
+                        eprintln!("koord-webhook mutate: cannot write the output: {error}");
+                        ExitCode::from(2)
+                    }
+                },
                 Err(error) => {
                     eprintln!("koord-webhook mutate: {error}");
-                    ExitCode::from(2)
+                    ExitCode::from(error.exit_code())
                 }
             }
         }
@@ -32,8 +35,9 @@ fn main() -> ExitCode {
             match result {
                 Ok(violations) if violations.is_empty() => ExitCode::SUCCESS,
                 Ok(violations) => {
-                    for violation in violations {
-                        println!("{violation}");
+                    let lines: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                    if let Err(error) = koord_runtime::print_stdout(&lines.join("\n")) {
+                        eprintln!("koord-webhook validate: cannot write the output: {error}");
                     }
                     ExitCode::from(1)
                 }

@@ -35,6 +35,20 @@ pub enum OfflineError {
     /// The input does not hold what the command needs.
     #[error("{0}")]
     Input(String),
+    /// The webhook would deny the pod (`mutate` exits 1, as `validate` does on a violation).
+    #[error("the pod would be denied: {0}")]
+    Denied(String),
+}
+
+impl OfflineError {
+    /// The exit code of an offline command that failed this way: 1 when the webhook would
+    /// refuse the object, 2 when the input could not be used.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Denied(_) => 1,
+            Self::Read(_) | Self::Document { .. } | Self::Input(_) => 2,
+        }
+    }
 }
 
 /// Reads a file or stdin (`-`).
@@ -43,13 +57,19 @@ pub fn read_input(path: &str) -> Result<String, OfflineError> {
 }
 
 /// Splits multi-document YAML into JSON values (empty documents skipped), with 1-based positions.
+///
+/// A key given twice in one mapping is an error, not "the last one wins": two files
+/// concatenated without a `---` between them (`cat profile.yaml pod.yaml | ... -f -`) read as
+/// one document whose second `kind:` would silently replace the first.
 pub fn documents(text: &str) -> Result<Vec<(usize, Value)>, OfflineError> {
     let mut out = Vec::new();
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(document).map_err(|error| OfflineError::Document {
+        let not_yaml = |error: &dyn std::fmt::Display| OfflineError::Document {
             index: index + 1,
             reason: format!("not YAML: {error}"),
-        })?;
+        };
+        let yaml = serde_yaml::Value::deserialize(document).map_err(|error| not_yaml(&error))?;
+        let value = serde_json::to_value(&yaml).map_err(|error| not_yaml(&error))?;
         if !value.is_null() {
             out.push((index + 1, value));
         }
@@ -123,7 +143,7 @@ pub fn run_mutate(text: &str, seed: Option<u64>, default_namespace: &str) -> Res
         MutationOptions::default(),
         &mut roll,
     )
-    .map_err(|error| OfflineError::Input(format!("the pod would be denied: {error}")))?;
+    .map_err(|error| OfflineError::Denied(error.to_string()))?;
     Ok(json!({
         "pod": mutation.pod,
         "patch": mutation.patch,

@@ -94,6 +94,61 @@ fn mutate_needs_exactly_one_pod() {
 }
 
 #[test]
+fn mutate_exits_1_when_the_pod_would_be_denied() {
+    let input = spark_input().replace(
+        "priorityClassName: koord-batch",
+        "priorityClassName: no-such-class",
+    );
+    let output = run(&["mutate", "-f", "-"], &input);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("would be denied") && stderr.contains("no-such-class"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn mutate_refuses_files_concatenated_without_a_separator() {
+    // `cat profile.yaml pod.yaml`: one document in which the pod's `kind:` replaces the
+    // profile's. It must be an error naming the duplicate key, not a pod mutated by nothing.
+    let input = [
+        include_str!("fixtures/seed001_profile.yaml"),
+        include_str!("fixtures/spark_pod.yaml"),
+    ]
+    .concat();
+    let output = run(&["mutate", "-f", "-"], &input);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("document 1") && stderr.contains("duplicate"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn mutate_output_into_a_closed_pipe_is_not_a_panic() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_koord-webhook"))
+        .args(["mutate", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(spark_input().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn validate_exit_codes_and_one_line_per_violation() {
     let valid = [
         include_str!("fixtures/seed001_profile.yaml"),

@@ -58,10 +58,13 @@ pub fn run(args: &PlanArgs) -> i32 {
         },
     );
     match serde_json::to_string_pretty(&out) {
-        Ok(s) => {
-            println!("{s}");
-            0
-        }
+        Ok(s) => match koord_runtime::print_stdout(&s) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("koordlet plan: cannot write the output: {e}");
+                1
+            }
+        },
         Err(e) => {
             eprintln!("koordlet plan: {e}");
             1
