@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::NodeSLOSpec;
@@ -90,6 +90,30 @@ impl FakeHost {
     }
 }
 
+/// Log lines written while `f` runs.
+fn logs<T>(f: impl FnOnce() -> T) -> (T, String) {
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8_lossy(&capture.0.lock().unwrap()).into_owned();
+    (out, text)
+}
+
 fn slo(json: serde_json::Value) -> NodeSLOSpec {
     serde_json::from_value(serde_json::json!({ "resourceQOSStrategy": json })).unwrap()
 }
@@ -107,8 +131,17 @@ fn written(r: &resctrl_loop::ResctrlRoundReport) -> Vec<String> {
 fn resctrl_intel_single_socket() {
     let host = FakeHost::intel("    L3:0=7ff\n    MB:0=100\n");
     let mut r = host.reconciler(false);
-    let report = r.round(&be_enabled(), &[]);
+    let (report, log) = logs(|| r.round(&be_enabled(), &[]));
     assert!(report.errors.is_empty(), "{:?}", report.errors);
+    // One audit line per write.
+    let audit: Vec<&str> = log.lines().filter(|l| l.contains("koordlet::audit")).collect();
+    assert_eq!(audit.len(), 2, "{log}");
+    assert!(
+        audit[0].contains("resctrl write") && audit[0].contains("cgroup=resctrl/BE"),
+        "{log}"
+    );
+    assert!(audit[0].contains("L3:0=7ff -> L3:0=f"), "{log}");
+    assert!(audit[1].contains("MB:0=100 -> MB:0=50"), "{log}");
     // LSR and LS already hold the whole cache and bandwidth: only BE changes.
     assert_eq!(written(&report), ["BE L3:0=f", "BE MB:0=50"]);
     // One line per write: the fake file holds the last one (the kernel would merge them).
@@ -223,7 +256,11 @@ fn resctrl_missing_support_turns_the_feature_off() {
         detect(&host.roots, false),
         Err(ResctrlUnsupported::NoCpuSupport(_))
     ));
-    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false).is_none());
+    let (started, log) =
+        logs(|| resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false));
+    assert!(started.is_none());
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("resctrl off") && log.contains("cat_l3"), "{log}");
     // Supported CPU, not mounted, mounting not allowed.
     let host = FakeHost::intel("L3:0=7ff\n");
     write(&host.roots.proc_file("mounts"), "sysfs /sys sysfs rw 0 0\n");
