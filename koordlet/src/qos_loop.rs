@@ -285,7 +285,17 @@ impl QosLoop {
         if self.resctrl.is_some() {
             self.log_skip("resctrl", slo.is_none().then_some("no NodeSLO yet"));
             if let (Some(r), Some(slo)) = (&mut self.resctrl, slo) {
-                r.round(slo, &snapshot.pods);
+                let report = r.round(slo, &snapshot.pods);
+                let written = u64::try_from(report.written.len()).unwrap_or(u64::MAX);
+                if written > 0 {
+                    self.telemetry
+                        .cgroup_writes
+                        .get_or_create(&vec![
+                            ("strategy".to_string(), "resctrl".to_string()),
+                            ("result".to_string(), "changed".to_string()),
+                        ])
+                        .inc_by(written);
+                }
             }
         }
         if !plan.evictions.is_empty() {
