@@ -72,6 +72,8 @@ pub struct AgentSettings {
     pub suppress_interval: Duration,
     /// Decide and log, write and evict nothing.
     pub dry_run: bool,
+    /// Mount resctrl when it is supported and not mounted.
+    pub mount_resctrl: bool,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -118,6 +120,7 @@ impl AgentSettings {
             collect_interval: args.collect_interval,
             suppress_interval: args.suppress_interval,
             dry_run: args.dry_run,
+            mount_resctrl: args.mount_resctrl,
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -190,7 +193,15 @@ pub async fn run(
         settings.gates.clone(),
         edges,
     )
-    .with_cpuset_scope(scope_tx);
+    .with_cpuset_scope(scope_tx)
+    .with_resctrl(crate::resctrl_loop::start(
+        &settings.gates,
+        &settings.roots,
+        settings.mount_resctrl,
+        cgroups.clone(),
+        paths.clone(),
+        settings.dry_run,
+    ));
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
     tasks.spawn(collect_and_decide(
         collector,

@@ -73,6 +73,9 @@ pub struct PlanArgs {
     /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
     #[arg(long, default_value = "")]
     pub feature_gates: String,
+    /// Plan resctrl schemata from this resctrl tree (real or fake); without it resctrl is skipped.
+    #[arg(long)]
+    pub resctrl_root: Option<PathBuf>,
 }
 
 /// The agent's flags.
@@ -93,9 +96,13 @@ pub struct AgentArgs {
     /// sysfs root.
     #[arg(long, env = "KOORDLET_SYS_ROOT", default_value = "/sys")]
     pub sys_root: PathBuf,
-    /// resctrl mount.
+    /// resctrl mount (gate RdtResctrl: per-class cache and memory bandwidth groups).
     #[arg(long, env = "KOORDLET_RESCTRL_ROOT", default_value = "/sys/fs/resctrl")]
     pub resctrl_root: PathBuf,
+    /// Mount resctrl at `--resctrl-root` when the CPU supports it and it is not mounted
+    /// (otherwise an unmounted resctrl turns the feature off).
+    #[arg(long, env = "KOORDLET_MOUNT_RESCTRL")]
+    pub mount_resctrl: bool,
     /// The kubelet's cgroup driver.
     #[arg(long, env = "KOORDLET_CGROUP_DRIVER", value_enum, default_value = "auto")]
     pub cgroup_driver: DriverArg,

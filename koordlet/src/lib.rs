@@ -10,6 +10,7 @@
 //! - [`metrics`]: bounded in-memory metric storage with window queries.
 //! - [`koordlet_core`]: the pure decisions (strategies, engine, cgroup paths, the typed write).
 //! - [`evictor`]: evicts the pods the eviction strategies pick, through the API server.
+//! - [`resctrl_loop`]: the class groups' cache and bandwidth (resctrl) and their tasks.
 //! - [`suppress_loop`]: the 50 ms fast loop of CPU suppress on a few node-level counters.
 //! - [`states`]: the node's Node, Pods, NodeSLO and NodeMetric spec as one snapshot.
 
@@ -24,6 +25,7 @@ pub mod metrics;
 pub mod plan;
 pub mod qos_loop;
 pub mod report;
+pub mod resctrl_loop;
 pub mod states;
 pub mod suppress_loop;
 pub mod system;

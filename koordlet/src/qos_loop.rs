@@ -19,6 +19,7 @@ use crate::executor::Executor;
 use crate::gather;
 use crate::metrics::MetricTime;
 use crate::metrics::collector::Stores;
+use crate::resctrl_loop::ResctrlReconciler;
 use crate::states::Snapshot;
 use crate::system::cgroup_stats::CpuThrottling;
 use crate::system::{Cgroups, KubeCgroupPaths};
@@ -82,6 +83,8 @@ pub struct QosLoop {
     burst_recent: HashSet<String>,
     /// Last CPU time reading per host application.
     host_app_cpu: HashMap<String, (Instant, u64)>,
+    /// The resctrl reconcile, on nodes that support it.
+    resctrl: Option<ResctrlReconciler>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
@@ -134,7 +137,14 @@ impl QosLoop {
             cpuset_scope: None,
             burst_recent: HashSet::new(),
             host_app_cpu: HashMap::new(),
+            resctrl: None,
         }
+    }
+
+    /// Runs the resctrl reconcile after every round (`None`: the node does not support it).
+    pub fn with_resctrl(mut self, resctrl: Option<ResctrlReconciler>) -> Self {
+        self.resctrl = resctrl;
+        self
     }
 
     /// Publishes the BE tree and CPU pools to the fast suppress loop (policy `cpuset`) after
@@ -272,6 +282,22 @@ impl QosLoop {
         self.telemetry
             .unsupported
             .set(i64::try_from(self.cgroups.unsupported_reported()).unwrap_or(i64::MAX));
+        if self.resctrl.is_some() {
+            self.log_skip("resctrl", slo.is_none().then_some("no NodeSLO yet"));
+            if let (Some(r), Some(slo)) = (&mut self.resctrl, slo) {
+                let report = r.round(slo, &snapshot.pods);
+                let written = u64::try_from(report.written.len()).unwrap_or(u64::MAX);
+                if written > 0 {
+                    self.telemetry
+                        .cgroup_writes
+                        .get_or_create(&vec![
+                            ("strategy".to_string(), "resctrl".to_string()),
+                            ("result".to_string(), "changed".to_string()),
+                        ])
+                        .inc_by(written);
+                }
+            }
+        }
         if !plan.evictions.is_empty() {
             self.evictor
                 .evict(&plan.evictions, &snapshot.pods, Instant::now())

@@ -11,6 +11,7 @@
 //! - [`cpuset`]: CPU lists.
 //! - [`pod`]: the facts about one pod every part needs, resolved once.
 //! - [`features`]: feature gates with upstream's names and defaults.
+//! - [`resctrl`]: schemata lines, resctrl tree facts, class groups and the schemata write.
 //! - [`strategies`]: be_limits, cpu_suppress, cpu_burst, cpu_evict, memory_evict, fast
 //!   suppress and the engine.
 //! - [`write`]: the typed write.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod features;
 pub mod paths;
 pub mod pod;
+pub mod resctrl;
 pub mod resource;
 pub mod strategies;
 pub mod write;

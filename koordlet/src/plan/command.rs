@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use koordlet_core::FeatureGates;
 
-use super::{PlanOptions, parse_input, plan};
+use super::{PlanOptions, parse_input, plan_with_resctrl};
 use crate::cli::{DriverArg, PlanArgs, VersionArg};
 
 /// Runs `koordlet plan`: reads the input, decides with the same core as the agent and prints
@@ -47,7 +47,7 @@ pub fn run(args: &PlanArgs) -> i32 {
         };
         Arc::new(crate::system::Cgroups::new(r, layout))
     });
-    let out = plan(
+    let out = plan_with_resctrl(
         &input,
         &PlanOptions {
             version,
@@ -56,6 +56,7 @@ pub fn run(args: &PlanArgs) -> i32 {
             gates,
             collect_interval_seconds: 1.0,
         },
+        args.resctrl_root.as_deref(),
     );
     match serde_json::to_string_pretty(&out) {
         Ok(s) => match koord_runtime::print_stdout(&s) {

@@ -3,12 +3,15 @@
 //! Input: multi-document YAML with the Node, its Pods, its NodeSLO and a NodeMetric whose status
 //! stands for the current usage (documents of other kinds are an error). Output: JSON with the
 //! cgroup writes, evictions and each strategy's key numbers, from the same decision code as the
-//! live loop. With a cgroup root, each write also shows the value the file holds now.
+//! live loop. With a cgroup root, each write also shows the value the file holds now. With a
+//! resctrl root, the class groups' schemata lines are planned from that tree too.
 
 pub mod command;
 mod offline;
+mod resctrl;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -179,8 +182,14 @@ fn print_write(w: &CgroupWrite, options: &PlanOptions) -> PrintedWrite {
     }
 }
 
-/// Runs every decision on the input and returns the JSON document `plan` prints.
+/// Runs every decision on the input and returns the JSON document `plan` prints (resctrl
+/// skipped: no tree).
 pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
+    plan_with_resctrl(input, options, None)
+}
+
+/// [`plan`], with resctrl schemata planned from the tree at `resctrl_root` (real or fake).
+pub fn plan_with_resctrl(input: &PlanInput, options: &PlanOptions, resctrl_root: Option<&Path>) -> Value {
     let paths = KubeCgroupPaths::new(options.driver);
     let mut rejected = Vec::new();
     let pods: Vec<PodMeta> = input
@@ -232,11 +241,17 @@ pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
             ..EngineOptions::default()
         },
     });
-    let writes: Vec<PrintedWrite> = out.writes.iter().map(|w| print_write(w, options)).collect();
+    let mut writes: Vec<PrintedWrite> = out.writes.iter().map(|w| print_write(w, options)).collect();
+    let mut strategies = serde_json::to_value(&out.strategies).unwrap_or(Value::Null);
+    let (resctrl_report, resctrl_writes) = resctrl::plan(slo, &pods, &options.gates, resctrl_root);
+    writes.extend(resctrl_writes);
+    if let Value::Object(map) = &mut strategies {
+        map.insert("resctrl".into(), resctrl_report);
+    }
     json!({
         "writes": writes,
         "evictions": out.evictions,
-        "strategies": out.strategies,
+        "strategies": strategies,
         "rejectedPods": rejected,
     })
 }

@@ -12,6 +12,7 @@
 //! - [`kube_paths`]: Kubernetes QoS / pod / container cgroup directories for both drivers.
 //! - [`resource`]: the one table of cgroup files (v1 name, v2 name, value domain, conversion).
 //! - [`cgroupfs`]: reading and validated writing of those files, with the cached "supported?" probe.
+//! - [`resctrl`]: resctrl support detection, mount, facts, group schemata and tasks.
 //! - [`cpuset`], [`cgroup_stats`], [`proc_stat`], [`meminfo`], [`psi`]: parsers that never panic.
 
 pub mod cgroup_file;
@@ -22,6 +23,7 @@ pub mod layout;
 pub mod meminfo;
 pub mod proc_stat;
 pub mod psi;
+pub mod resctrl;
 
 use std::path::{Path, PathBuf};
 

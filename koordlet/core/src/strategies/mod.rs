@@ -11,6 +11,7 @@
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
+//! * [`resctrl`]: cache ways and memory bandwidth per QoS class (resctrl groups).
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
 pub mod be_limits;
@@ -23,6 +24,7 @@ pub mod eviction;
 pub mod memory_evict;
 #[cfg(test)]
 mod proptests;
+pub mod resctrl;
 pub mod settle;
 pub mod share_pool;
 // After the others: the fast path of cpu_suppress.
