@@ -89,12 +89,22 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let default_log = if args.story { "warn" } else { "info" };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            args.log.as_deref().unwrap_or(default_log),
-        ))
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::new(args.log.as_deref().unwrap_or(default_log));
+    if story_on_terminal(&args) {
+        // Log lines would tear the live view: they go to a file instead.
+        let path = std::env::temp_dir().join("koord-playground-story.log");
+        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     if args.story {
         return run_story(&args).await;
@@ -210,8 +220,6 @@ async fn wait_for_shutdown() -> anyhow::Result<()> {
 /// Plays the story on a live terminal view (plain lines without a TTY or with `--plain`), then
 /// prints the summary. Ctrl-C, `q` or SIGTERM stop it; everything is removed either way.
 async fn run_story(args: &Args) -> anyhow::Result<()> {
-    use std::io::IsTerminal;
-
     use koord_e2e::story::view::{lines::LinePrinter, tui::Tui};
     use koord_e2e::story::{StoryError, StoryOptions, play};
 
@@ -233,7 +241,7 @@ async fn run_story(args: &Args) -> anyhow::Result<()> {
             on_signal.cancel();
         }
     });
-    let result = if std::io::stdout().is_terminal() && !args.plain {
+    let result = if story_on_terminal(args) {
         let mut view = Tui::start(stop.clone())?;
         let result = play(&options, &mut view, stop).await;
         drop(view);
@@ -253,4 +261,10 @@ async fn run_story(args: &Args) -> anyhow::Result<()> {
         }
         Err(error) => Err(error).context("playing the story"),
     }
+}
+
+/// Whether the story shows its live view (stdout is a terminal and `--plain` is not given).
+fn story_on_terminal(args: &Args) -> bool {
+    use std::io::IsTerminal;
+    args.story && !args.plain && std::io::stdout().is_terminal()
 }
