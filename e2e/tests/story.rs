@@ -79,11 +79,16 @@ async fn the_story_plays_every_act_and_tells_it() {
     println!("{output}\n{summary}");
 
     // Each act happened in the cluster.
-    for what in [BATCH_PUBLISHED, BE_ADMITTED, LS_BURST] {
+    for what in [BATCH_PUBLISHED, BE_ADMITTED] {
         assert!(
             matches!(summary.check(what), Some(Outcome::Seen(_))),
             "{what}:\n{summary}"
         );
+    }
+    match summary.check(LS_BURST) {
+        Some(Outcome::Seen(_)) => {}
+        Some(Outcome::Skipped(reason)) => println!("skipped: LS burst: {reason}"),
+        other => panic!("LS burst: {other:?}\n{summary}"),
     }
     for what in [BATCH_FOLLOWS_LS, BE_SUPPRESSED] {
         match summary.check(what) {

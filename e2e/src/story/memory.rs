@@ -5,12 +5,15 @@
 //! Other nodes get twice that capacity, so the first node's pressure stays its own.
 
 /// Share of the first node's capacity in use before the memory act (host + pods + BE cache).
-const BASE_PERCENT: u64 = 50;
+const BASE_PERCENT: u64 = 55;
 /// Share the BE cache executor holds: enough that evicting it brings usage back below the
 /// lower bound (threshold − 2).
-const BE_CACHE_PERCENT: u64 = 25;
-/// Share the LS cache pod adds: usage goes to about 90 %.
-const LS_CACHE_PERCENT: u64 = 40;
+const BE_CACHE_PERCENT: u64 = 23;
+/// Share the LS cache pod is planned to add: usage goes to about 90 %.
+const LS_CACHE_PERCENT: u64 = 35;
+/// Where the LS cache pod brings the host's usage when the act starts: evicting the BE cache
+/// then lands below the lower bound (68 %).
+const TARGET_PERCENT: u64 = 88;
 /// What the pods other than the two cache holders use per node: three python workers and
 /// their small allocations.
 const PODS_PER_NODE_BYTES: u64 = 180 << 20;
@@ -106,7 +109,7 @@ impl MemoryPlan {
     }
 
     /// What the LS cache pod fills when the memory act starts: enough to bring the host's
-    /// memory in use to about 90 % of the first node's capacity now (the host's usage drifts
+    /// memory in use to about 88 % of the first node's capacity now (the host's usage drifts
     /// while the story plays), at least the planned share's third, at most 70 % of what is
     /// available.
     pub fn ls_cache_now(&self) -> u64 {
@@ -118,7 +121,7 @@ impl MemoryPlan {
 
     /// [`Self::ls_cache_now`] for a host using `used` bytes with `available` left.
     pub fn ls_cache_for(&self, used: u64, available: u64) -> u64 {
-        let target = self.first_node_capacity * 90 / 100;
+        let target = self.first_node_capacity * TARGET_PERCENT / 100;
         target
             .saturating_sub(used)
             .max(self.ls_cache_bytes / 3)
@@ -145,7 +148,11 @@ mod tests {
         assert!((during - plan.be_cache_bytes) * 100 / c < 68, "{plan:?}");
         assert_eq!(plan.node_capacity(1), 2 * c);
         // The act fills what brings the host to 90 % when it starts.
-        assert_eq!(plan.ls_cache_for(c / 2, 20 * GI), c * 90 / 100 - c / 2);
+        assert_eq!(
+            plan.ls_cache_for(c / 2, 20 * GI),
+            c * TARGET_PERCENT / 100 - c / 2
+        );
+        assert!(TARGET_PERCENT - BE_CACHE_PERCENT < 68);
         assert_eq!(plan.ls_cache_for(c, 20 * GI), plan.ls_cache_bytes / 3);
     }
 

@@ -268,7 +268,7 @@ impl Story {
                     let bytes = plan.ls_cache_now();
                     let pod = StoryPod::new(Role::LsCache, node, 0, bytes);
                     self.tick_log(format!(
-                        "{node}: {} fills {} MiB, to about 90 % of {} MiB; the seed's threshold is 70 %",
+                        "{node}: {} fills {} MiB, to about 88 % of {} MiB; the seed's threshold is 70 %",
                         pod.name,
                         bytes >> 20,
                         plan.first_node_capacity >> 20
