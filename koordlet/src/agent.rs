@@ -381,9 +381,22 @@ async fn report_node_metric(
     snapshots: watch::Receiver<Snapshot>,
     telemetry: Telemetry,
 ) {
+    let mut snapshots = snapshots;
+    let mut last_report = tokio::time::Instant::now();
     loop {
-        let interval = snapshots.borrow().node_metric.report_interval;
-        tokio::time::sleep(interval).await;
+        // The interval comes with the NodeMetric, which arrives after start: a changed
+        // snapshot re-reads it, so the first report does not wait out the default minute.
+        let interval = snapshots.borrow_and_update().node_metric.report_interval;
+        tokio::select! {
+            () = tokio::time::sleep_until(last_report + interval) => {}
+            changed = snapshots.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        last_report = tokio::time::Instant::now();
         let snapshot = snapshots.borrow().clone();
         let now = MetricTime::from_system_time(SystemTime::now());
         let status = {
