@@ -7,6 +7,7 @@
 // Test harness helpers live outside `#[test]` fns, where clippy's test allowances do not reach.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[allow(dead_code)] // also the suppress tests' tree
 mod tree;
 
 use koord_api::QoSClass;
@@ -228,7 +229,7 @@ fn cpuset_suppress_confines_be_processes_to_the_chosen_cpus() {
 
 #[test]
 fn burst_values_are_accepted_by_the_kernel() {
-    let Some(mut tree) = setup(&["cpu"]) else { return };
+    let Some(tree) = setup(&["cpu"]) else { return };
     for d in ["pod", "pod/c1"] {
         tree.mkdir(d).expect("mkdir");
     }
@@ -310,7 +311,7 @@ fn suppress_and_burst_plans_through_the_executor() {
     use koordlet::system::{Cgroups, SystemRoots};
     use std::sync::Arc;
 
-    let Some(mut tree) = setup(&["cpu", "cpuset"]) else {
+    let Some(tree) = setup(&["cpu", "cpuset"]) else {
         return;
     };
     let Ok(cgroups) = Cgroups::detect(&SystemRoots::default()) else {
