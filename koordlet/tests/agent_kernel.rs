@@ -4,11 +4,12 @@
 //! `skipped: <reason>` where that is not possible. CPU-measuring tests hold one lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod common;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::Pod;
 use koord_test_support::CgroupV1Tree;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::collector::{Collector, Stores};
@@ -34,15 +35,7 @@ fn paths(tree: &CgroupV1Tree) -> KubeCgroupPaths {
 }
 
 fn be_pod(batch_cpu_limit: &str) -> PodMeta {
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "burner", "namespace": "test", "uid": UID, "labels": {"koordinator.sh/qosClass": "BE"}},
-        "spec": {"containers": [{"name": "c", "resources": {
-            "requests": {"kubernetes.io/batch-cpu": "500"}, "limits": {"kubernetes.io/batch-cpu": batch_cpu_limit}}}]},
-        "status": {"qosClass": "BestEffort", "phase": "Running",
-                   "containerStatuses": [{"name": "c", "containerID": CONTAINER, "image": "", "imageID": "", "ready": true, "restartCount": 0}]}
-    }))
-    .unwrap();
-    PodMeta::new(Arc::new(pod)).unwrap()
+    common::kernel::be_pod(UID, CONTAINER, batch_cpu_limit)
 }
 
 /// The test tree with the pod's container cgroup and a busy loop in it, and the host's cgroups.

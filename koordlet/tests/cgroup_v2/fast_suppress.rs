@@ -9,11 +9,11 @@ use koord_test_support::Poll;
 use koordlet::suppress_loop::{NodeCounter, SuppressLoop, SuppressLoopConfig, TickOutcome};
 use koordlet::system::{Cgroups, SystemRoots};
 use koordlet_core::strategies::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
-use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::cpuset::CpuList;
 use koordlet_core::strategies::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 
 use super::in_vm_only;
-use super::tree::{V2Tree, cpus_allowed};
+use super::tree::{V2Tree, cpus_allowed, topology};
 
 const NODE: NodeCpu = NodeCpu {
     capacity_milli: 2000,
@@ -115,15 +115,7 @@ fn cgroup_v2_vm_fast_suppress_narrows_a_fresh_besteffort_cpuset() {
             }],
         },
         pools: CpuPools {
-            topology: all
-                .iter()
-                .map(|cpu| CpuInfo {
-                    cpu,
-                    core: cpu,
-                    socket: 0,
-                    node: 0,
-                })
-                .collect(),
+            topology: topology(),
             min_be_cpus: Some(1),
             ..Default::default()
         },

@@ -8,6 +8,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koordlet::system::CgroupDir;
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 /// The VM's cgroup2 mount.
 pub const ROOT: &str = "/sys/fs/cgroup";
@@ -181,4 +182,20 @@ pub fn cpus_allowed(pid: u32) -> String {
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_owned()))
         .unwrap()
+}
+
+/// The VM's online CPUs, each its own core on one socket and NUMA node (the VM's vCPUs have no
+/// meaningful topology).
+pub fn topology() -> Vec<CpuInfo> {
+    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    CpuList::parse(&online)
+        .unwrap()
+        .iter()
+        .map(|cpu| CpuInfo {
+            cpu,
+            core: cpu,
+            socket: 0,
+            node: 0,
+        })
+        .collect()
 }
