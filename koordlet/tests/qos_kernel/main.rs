@@ -26,6 +26,20 @@ use koordlet_core::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CpuPools}
 use koordlet_core::strategies::cpuset::CpuList;
 use tree::{CPU_LOCK, ROOT, TestTree, setup, state, topology};
 
+/// An integer file of `rel` in the cpu controller (`None`: missing or unreadable).
+fn cpu_int(tree: &TestTree, rel: &str, file: &str) -> Option<i64> {
+    tree.read("cpu", rel, file).ok()?.parse().ok()
+}
+
+/// `rel` as cpu_burst reads it.
+fn burst_cgroup(tree: &TestTree, rel: &str) -> BurstCgroup {
+    BurstCgroup {
+        dir: CgroupDir::new(tree.rel(rel)).unwrap(),
+        quota_us: cpu_int(tree, rel, "cpu.cfs_quota_us"),
+        burst_us: cpu_int(tree, rel, "cpu.cfs_burst_us"),
+    }
+}
+
 #[test]
 fn cfs_quota_suppress_holds_be_to_the_computed_share() {
     let _lock = CPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -207,16 +221,8 @@ fn burst_values_are_accepted_by_the_kernel() {
     for d in ["pod", "pod/c1"] {
         tree.write("cpu", d, "cpu.cfs_quota_us", "200000").expect("quota");
     }
-    let read = |rel: &str, f: &str| -> Option<i64> {
-        fs::read_to_string(tree.path("cpu", rel).join(f))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-    };
-    let cgroup = |rel: &str| BurstCgroup {
-        dir: CgroupDir::new(tree.rel(rel)).unwrap(),
-        quota_us: read(rel, "cpu.cfs_quota_us"),
-        burst_us: read(rel, "cpu.cfs_burst_us"),
-    };
+    let read = |rel: &str, f: &str| cpu_int(&tree, rel, f);
+    let cgroup = |rel: &str| burst_cgroup(&tree, rel);
     let mut state = BurstState::default();
     // Throttled on an idle pool → scale up three rounds, then an overloaded pool → down.
     for (round, node_usage) in [0.0, 0.0, 0.0, 1e9, 1e9].into_iter().enumerate() {
@@ -286,16 +292,8 @@ fn suppress_and_burst_plans_through_the_executor() {
     for d in ["pod", "pod/c1"] {
         tree.write("cpu", d, "cpu.cfs_quota_us", "100000").expect("quota");
     }
-    let read = |rel: &str, f: &str| -> Option<i64> {
-        fs::read_to_string(tree.path("cpu", rel).join(f))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-    };
-    let cgroup = |rel: &str| BurstCgroup {
-        dir: CgroupDir::new(tree.rel(rel)).unwrap(),
-        quota_us: read(rel, "cpu.cfs_quota_us"),
-        burst_us: read(rel, "cpu.cfs_burst_us"),
-    };
+    let read = |rel: &str, f: &str| cpu_int(&tree, rel, f);
+    let cgroup = |rel: &str| burst_cgroup(&tree, rel);
     let mut state = BurstState::default();
     for (round, node_usage) in [0.0, 0.0, 1e9].into_iter().enumerate() {
         let pod = throttled_ls_pod(cgroup("pod"), cgroup("pod/c1"), 1000, 50);
