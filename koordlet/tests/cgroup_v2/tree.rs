@@ -17,22 +17,17 @@ pub const CONTROLLERS: &str = "+cpu +cpuset +memory +io +pids";
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// `<name>/...` below the cgroup2 root plus the processes started in it; drop kills the
-/// processes, then removes the directories deepest first.
+/// processes, then removes the whole subtree deepest first.
 pub struct V2Tree {
     /// The test's top directory, relative to the root.
     pub name: String,
-    dirs: Vec<PathBuf>,
     procs: Vec<Child>,
 }
 
 impl V2Tree {
     pub fn new(prefix: &str) -> Self {
         let name = format!("{prefix}-{}", SEQ.fetch_add(1, Ordering::SeqCst));
-        let mut tree = V2Tree {
-            name,
-            dirs: vec![],
-            procs: vec![],
-        };
+        let mut tree = V2Tree { name, procs: vec![] };
         tree.mkdir("");
         tree
     }
@@ -71,7 +66,6 @@ impl V2Tree {
     fn create(&mut self, path: &Path) {
         if !path.exists() {
             fs::create_dir(path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
-            self.dirs.push(path.to_path_buf());
         }
     }
 
@@ -132,19 +126,9 @@ impl V2Tree {
 impl Drop for V2Tree {
     fn drop(&mut self) {
         self.kill_all();
-        for dir in self.dirs.iter().rev() {
-            // A killed process leaves its cgroup a moment after wait() returns.
-            let mut result = fs::remove_dir(dir);
-            for _ in 0..100 {
-                if result.is_ok() || !dir.exists() {
-                    break;
-                }
-                sleep(Duration::from_millis(10));
-                result = fs::remove_dir(dir);
-            }
-            if let Err(e) = result {
-                eprintln!("cleanup of {} failed: {e}", dir.display());
-            }
+        // koord-test-support's removal: deepest first, waiting for killed tasks to leave.
+        if let Err(e) = koord_test_support::cgroup::remove_tree(&self.path("")) {
+            eprintln!("cleanup of the test cgroup failed: {e}");
         }
     }
 }
