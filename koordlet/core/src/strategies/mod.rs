@@ -10,7 +10,8 @@
 //! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
-//! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
+//! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters;
+//!   [`fast_step`] turns its decision into the writes the loop applies.
 //! * [`resctrl`]: cache ways and memory bandwidth per QoS class (resctrl groups).
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
@@ -28,6 +29,7 @@ pub mod resctrl;
 pub mod settle;
 pub mod share_pool;
 // After the others: the fast path of cpu_suppress.
+pub mod fast_step;
 pub mod fast_suppress;
 
 pub use crate::write::CgroupWrite;
