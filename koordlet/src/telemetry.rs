@@ -23,6 +23,9 @@ pub struct Telemetry {
     pub reports: Family<Labels, Counter>,
     /// Evictions by strategy and result (`evicted`, `failed`, `dry_run`, `dropped`).
     pub evictions: Family<Labels, Counter>,
+    /// 1 for an enabled feature gate, 0 for a disabled one, by `gate` and `implemented`
+    /// (`false`: accepted for compatibility, does nothing).
+    pub feature_gates: Family<Labels, Gauge>,
 }
 
 impl Telemetry {
@@ -34,6 +37,7 @@ impl Telemetry {
             unsupported: Gauge::default(),
             reports: Family::default(),
             evictions: Family::default(),
+            feature_gates: Family::default(),
         };
         registry.register(
             "collection_round_seconds",
@@ -60,7 +64,25 @@ impl Telemetry {
             "Pod evictions by strategy and result",
             t.evictions.clone(),
         );
+        registry.register(
+            "feature_gate_enabled",
+            "Feature gates in force (1 on, 0 off) and whether koordlet implements them",
+            t.feature_gates.clone(),
+        );
         t
+    }
+
+    /// Publishes every gate's state.
+    pub fn record_feature_gates(&self, gates: &koordlet_core::FeatureGates) {
+        for (gate, on) in gates.iter() {
+            let implemented = koordlet_core::features::is_implemented(gate);
+            self.feature_gates
+                .get_or_create(&vec![
+                    ("gate".to_string(), gate.to_string()),
+                    ("implemented".to_string(), implemented.to_string()),
+                ])
+                .set(i64::from(on));
+        }
     }
 
     /// Counts an executor report.

@@ -9,6 +9,7 @@ use std::process::Command;
 
 /// Every YAML input under `tests/fixtures`.
 const FIXTURES: &[&str] = &[
+    "plan_cpu_qos.yaml",
     "plan_node.yaml",
     "plan_seed000_burst.yaml",
     "plan_seed001_memory.yaml",
@@ -34,6 +35,20 @@ const VARIANTS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// Fixtures planned with flags of their own as well: fixture, variant name, extra arguments.
+const EXTRA: &[(&str, &str, &[&str])] = &[(
+    "plan_cpu_qos.yaml",
+    "v2-systemd-coresched",
+    &[
+        "--cgroup-version",
+        "v2",
+        "--cgroup-driver",
+        "systemd",
+        "--feature-gates",
+        "CoreSched=true",
+    ],
+)];
 
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -61,26 +76,28 @@ fn plan_output_is_byte_identical_to_the_golden_files() {
     let bless = std::env::var_os("KOORDLET_BLESS").is_some();
     let golden_dir = fixtures_dir().join("golden");
     let mut mismatches = Vec::new();
-    for fixture in FIXTURES {
-        for (variant, extra) in VARIANTS {
-            let got = plan_stdout(&fixtures_dir().join(fixture), extra);
-            let stem = fixture.trim_end_matches(".yaml");
-            let golden = golden_dir.join(format!("{stem}.{variant}.json"));
-            if bless {
-                std::fs::create_dir_all(&golden_dir).unwrap();
-                std::fs::write(&golden, &got).unwrap();
-                continue;
-            }
-            let want = std::fs::read(&golden)
-                .unwrap_or_else(|e| panic!("{}: {e} (KOORDLET_BLESS=1 writes it)", golden.display()));
-            if got != want {
-                mismatches.push(format!(
-                    "{}:\n--- golden\n{}\n--- got\n{}",
-                    golden.display(),
-                    String::from_utf8_lossy(&want),
-                    String::from_utf8_lossy(&got)
-                ));
-            }
+    let runs = FIXTURES
+        .iter()
+        .flat_map(|f| VARIANTS.iter().map(move |(v, e)| (*f, *v, *e)))
+        .chain(EXTRA.iter().copied());
+    for (fixture, variant, extra) in runs {
+        let got = plan_stdout(&fixtures_dir().join(fixture), extra);
+        let stem = fixture.trim_end_matches(".yaml");
+        let golden = golden_dir.join(format!("{stem}.{variant}.json"));
+        if bless {
+            std::fs::create_dir_all(&golden_dir).unwrap();
+            std::fs::write(&golden, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read(&golden)
+            .unwrap_or_else(|e| panic!("{}: {e} (KOORDLET_BLESS=1 writes it)", golden.display()));
+        if got != want {
+            mismatches.push(format!(
+                "{}:\n--- golden\n{}\n--- got\n{}",
+                golden.display(),
+                String::from_utf8_lossy(&want),
+                String::from_utf8_lossy(&got)
+            ));
         }
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));

@@ -12,11 +12,15 @@
 //! - [`kube_paths`]: Kubernetes QoS / pod / container cgroup directories for both drivers.
 //! - [`resource`]: the one table of cgroup files (v1 name, v2 name, value domain, conversion).
 //! - [`cgroupfs`]: reading and validated writing of those files, with the cached "supported?" probe.
+//! - [`cpu_qos`]: which CPU QoS files (`cpu.idle`, `cpu.bvt_warp_ns`) the kernel has.
+//! - [`core_sched`]: core-scheduling cookies (`prctl(PR_SCHED_CORE)`) for a pod's threads.
 //! - [`cpuset`], [`cgroup_stats`], [`proc_stat`], [`meminfo`], [`psi`]: parsers that never panic.
 
 pub mod cgroup_file;
 pub mod cgroup_stats;
 pub mod cgroupfs;
+pub mod core_sched;
+pub mod cpu_qos;
 mod error;
 pub mod layout;
 pub mod meminfo;

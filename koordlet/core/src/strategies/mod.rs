@@ -11,11 +11,14 @@
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
+//! * [`cpu_qos`]: the CPU identity of each class (`cpu.idle`, or Anolis group identity) and
+//!   the pods that get a core-scheduling cookie.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
 pub mod be_limits;
 pub mod cpu_burst;
 pub mod cpu_evict;
+pub mod cpu_qos;
 pub mod cpu_suppress;
 pub mod cpuset;
 pub mod engine;
