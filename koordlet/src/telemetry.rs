@@ -104,3 +104,30 @@ impl Telemetry {
         add("error", report.errors.len());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn feature_gate_metric_says_which_gates_do_nothing() {
+        let mut registry = Registry::with_prefix("koordlet");
+        let t = Telemetry::register(&mut registry);
+        t.record_feature_gates(
+            &koordlet_core::FeatureGates::parse("CoreSched=true,Accelerators=true").unwrap(),
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"koordlet_feature_gate_enabled{gate="CoreSched",implemented="true"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="GroupIdentity",implemented="true"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="Accelerators",implemented="false"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="RdtResctrl",implemented="false"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="BECPUEvict",implemented="true"} 0"#,
+            r#"koordlet_feature_gate_enabled{gate="Resctrl",implemented="false"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}
