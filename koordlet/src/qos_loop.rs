@@ -317,6 +317,17 @@ impl QosLoop {
     }
 
     fn apply_core_sched(&mut self, plan: &koordlet_core::strategies::cpu_qos::CoreSchedPlan) {
+        if self.executor.dry_run() {
+            let outcome = Some(format!("dry run: {} pods would get a cookie", plan.pods.len()));
+            if outcome != self.core_sched_logged {
+                info!(
+                    pods = plan.pods.len(),
+                    "dry run: core-scheduling cookies not given"
+                );
+                self.core_sched_logged = outcome;
+            }
+            return;
+        }
         let report = self.core_sched.apply(plan, &self.cgroups);
         if report.created + report.shared > 0 {
             info!(
