@@ -11,6 +11,7 @@
 // Test harness helpers live outside `#[test]` fns, where clippy's test allowances do not reach.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod cpu_qos;
 mod fast_suppress;
 mod kernel_rules;
 mod qos;
