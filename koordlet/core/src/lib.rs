@@ -11,8 +11,8 @@
 //! - [`cpuset`]: CPU lists.
 //! - [`pod`]: the facts about one pod every part needs, resolved once.
 //! - [`features`]: feature gates with upstream's names and defaults.
-//! - [`strategies`]: be_limits, cpu_suppress, cpu_burst, cpu_evict, memory_evict, fast
-//!   suppress and the engine.
+//! - [`strategies`]: be_limits, cpu_suppress, cpu_burst, cpu_evict, memory_evict, cpu_qos,
+//!   fast suppress and the engine.
 //! - [`write`]: the typed write.
 
 pub mod cpuset;
