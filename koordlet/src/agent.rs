@@ -148,6 +148,11 @@ pub async fn run(
 
     let mut registry = Registry::with_prefix("koordlet");
     let telemetry = Telemetry::register(&mut registry);
+    telemetry.record_feature_gates(&settings.gates);
+    let without_effect = settings.gates.enabled_without_effect();
+    if !without_effect.is_empty() {
+        warn!(gates = %without_effect.join(", "), "feature gates enabled that do nothing in this koordlet");
+    }
     let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(&mut registry, telemetry.clone());
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");

@@ -121,7 +121,7 @@ pub struct AgentArgs {
     #[arg(long, env = "KOORDLET_SUPPRESS_INTERVAL", default_value = "50ms", value_parser = parse_suppress_interval)]
     pub suppress_interval: Duration,
     /// Feature gates, `Name=true|false,...` (upstream names and defaults).
-    #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "")]
+    #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "", long_help = koordlet_core::features::HELP)]
     pub feature_gates: String,
     /// Decide and log, write nothing.
     #[arg(long, env = "KOORDLET_DRY_RUN")]

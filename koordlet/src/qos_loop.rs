@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, watch};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::act;
 use crate::evictor::Evictor;
@@ -22,12 +22,15 @@ use crate::metrics::collector::Stores;
 use crate::resctrl_loop::ResctrlReconciler;
 use crate::states::Snapshot;
 use crate::system::cgroup_stats::CpuThrottling;
+use crate::system::core_sched::CoreScheduler;
+use crate::system::cpu_qos::probe_cpu_qos;
 use crate::system::{Cgroups, KubeCgroupPaths};
 use crate::telemetry::Telemetry;
 use koord_api::nodeslo::CpuBurstPolicy;
 use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::be_limits;
 use koordlet_core::strategies::cpu_evict;
+use koordlet_core::strategies::cpu_qos::CpuQosKernel;
 use koordlet_core::strategies::cpuset::CpuInfo;
 use koordlet_core::strategies::engine::{
     self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report,
@@ -85,10 +88,16 @@ pub struct QosLoop {
     host_app_cpu: HashMap<String, (Instant, u64)>,
     /// The resctrl reconcile, on nodes that support it.
     resctrl: Option<ResctrlReconciler>,
+    /// The CPU QoS files of this kernel, once probed (the kubepods cgroup exists).
+    cpu_qos_kernel: Option<CpuQosKernel>,
+    /// Core-scheduling cookies of LSR/LSE pods.
+    core_sched: CoreScheduler,
+    /// The last core-scheduling outcome logged (unsupported reason or errors), to log changes only.
+    core_sched_logged: Option<String>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
-fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 7] {
     fn reason<T>(r: &Report<T>) -> Option<&str> {
         match r {
             Report::Skipped { skipped } => Some(skipped),
@@ -101,6 +110,8 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
         ("cpu_burst", reason(&s.cpu_burst)),
         ("cpu_evict", reason(&s.cpu_evict)),
         ("memory_evict", reason(&s.memory_evict)),
+        ("cpu_qos", reason(&s.cpu_qos)),
+        ("core_sched", reason(&s.core_sched)),
     ]
 }
 
@@ -138,6 +149,28 @@ impl QosLoop {
             burst_recent: HashSet::new(),
             host_app_cpu: HashMap::new(),
             resctrl: None,
+            cpu_qos_kernel: None,
+            core_sched: CoreScheduler::new(),
+            core_sched_logged: None,
+        }
+    }
+
+    /// The kernel's CPU QoS files, probed once the kubepods cgroup exists (until then: none).
+    fn cpu_qos_kernel(&mut self) -> CpuQosKernel {
+        if let Some(known) = self.cpu_qos_kernel {
+            return known;
+        }
+        match probe_cpu_qos(&self.cgroups, &self.paths) {
+            Ok(kernel) => {
+                info!(
+                    cpu_idle = kernel.idle,
+                    cpu_bvt_warp_ns = kernel.bvt,
+                    "CPU QoS files probed"
+                );
+                self.cpu_qos_kernel = Some(kernel);
+                kernel
+            }
+            Err(_) => CpuQosKernel::default(),
         }
     }
 
@@ -195,7 +228,8 @@ impl QosLoop {
             burst_recent: Some(&self.burst_recent),
         };
         let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
-        let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
+        let mut cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
+        cgroups.cpu_qos_kernel = self.cpu_qos_kernel();
         let node = snapshot
             .node
             .as_deref()
@@ -279,6 +313,9 @@ impl QosLoop {
             &plan.writes,
             Instant::now(),
         );
+        if let Some(core_sched) = plan.strategies.core_sched.ran() {
+            self.apply_core_sched(core_sched);
+        }
         self.telemetry
             .unsupported
             .set(i64::try_from(self.cgroups.unsupported_reported()).unwrap_or(i64::MAX));
@@ -302,6 +339,39 @@ impl QosLoop {
             self.evictor
                 .evict(&plan.evictions, &snapshot.pods, Instant::now())
                 .await;
+        }
+    }
+
+    fn apply_core_sched(&mut self, plan: &koordlet_core::strategies::cpu_qos::CoreSchedPlan) {
+        if self.executor.dry_run() {
+            let outcome = Some(format!("dry run: {} pods would get a cookie", plan.pods.len()));
+            if outcome != self.core_sched_logged {
+                info!(
+                    pods = plan.pods.len(),
+                    "dry run: core-scheduling cookies not given"
+                );
+                self.core_sched_logged = outcome;
+            }
+            return;
+        }
+        let report = self.core_sched.apply(plan, &self.cgroups);
+        if report.created + report.shared > 0 {
+            info!(
+                created = report.created,
+                shared = report.shared,
+                pods = plan.pods.len(),
+                "core scheduling cookies given"
+            );
+        }
+        let outcome = report
+            .unsupported
+            .clone()
+            .or_else(|| (!report.errors.is_empty()).then(|| report.errors.join("; ")));
+        if outcome != self.core_sched_logged {
+            if let Some(problem) = &outcome {
+                warn!(problem = %problem, "core scheduling not applied");
+            }
+            self.core_sched_logged = outcome;
         }
     }
 

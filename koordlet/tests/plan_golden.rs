@@ -15,6 +15,7 @@ use koordlet::system::{CgroupDriver, CgroupVersion, ContainerId, PodUid};
 
 /// Every YAML input under `tests/fixtures`.
 const FIXTURES: &[&str] = &[
+    "plan_cpu_qos.yaml",
     "plan_node.yaml",
     "plan_seed000_burst.yaml",
     "plan_seed001_memory.yaml",
@@ -40,6 +41,20 @@ const VARIANTS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// Fixtures planned with flags of their own as well: fixture, variant name, extra arguments.
+const EXTRA: &[(&str, &str, &[&str])] = &[(
+    "plan_cpu_qos.yaml",
+    "v2-systemd-coresched",
+    &[
+        "--cgroup-version",
+        "v2",
+        "--cgroup-driver",
+        "systemd",
+        "--feature-gates",
+        "CoreSched=true",
+    ],
+)];
 
 fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -87,12 +102,14 @@ fn check_golden(name: &str, got: &[u8]) -> Option<String> {
 #[test]
 fn plan_output_is_byte_identical_to_the_golden_files() {
     let mut mismatches = Vec::new();
-    for fixture in FIXTURES {
-        for (variant, extra) in VARIANTS {
-            let got = plan_stdout(&fixtures_dir().join(fixture), extra);
-            let stem = fixture.trim_end_matches(".yaml");
-            mismatches.extend(check_golden(&format!("{stem}.{variant}.json"), &got));
-        }
+    let runs = FIXTURES
+        .iter()
+        .flat_map(|f| VARIANTS.iter().map(move |(v, e)| (*f, *v, *e)))
+        .chain(EXTRA.iter().copied());
+    for (fixture, variant, extra) in runs {
+        let got = plan_stdout(&fixtures_dir().join(fixture), extra);
+        let stem = fixture.trim_end_matches(".yaml");
+        mismatches.extend(check_golden(&format!("{stem}.{variant}.json"), &got));
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }

@@ -13,6 +13,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod cpu_qos;
 mod fast_suppress;
 mod kernel_rules;
 mod qos;

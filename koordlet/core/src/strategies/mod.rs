@@ -13,11 +13,14 @@
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters;
 //!   [`fast_step`] turns its decision into the writes the loop applies.
 //! * [`resctrl`]: cache ways and memory bandwidth per QoS class (resctrl groups).
+//! * [`cpu_qos`]: the CPU identity of each class (`cpu.idle`, or Anolis group identity) and
+//!   the pods that get a core-scheduling cookie.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
 pub mod be_limits;
 pub mod cpu_burst;
 pub mod cpu_evict;
+pub mod cpu_qos;
 pub mod cpu_suppress;
 pub mod cpuset;
 pub mod engine;

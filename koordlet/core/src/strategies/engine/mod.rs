@@ -3,7 +3,7 @@
 //! The live loop and `koordlet plan` both gather the same [`EngineInput`] (the live one from
 //! the snapshot, the metric stores and cgroup reads; the offline one from YAML, where the
 //! NodeMetric status stands for the current usage) and call [`run`]. The result lists the
-//! cgroup writes in the order to apply them (be_limits, cpu_suppress, cpu_burst), the pods to
+//! cgroup writes in the order to apply them (be_limits, cpu_suppress, cpu_burst, cpu_qos), the pods to
 //! evict with the numbers that caused it, and each strategy's key numbers or why it skipped.
 //! A strategy whose gate is off or whose inputs are missing skips with a reason; nothing here
 //! panics, reads a file or a clock.
@@ -94,6 +94,8 @@ pub struct CgroupFacts {
     pub cpusets: BTreeMap<String, CpuList>,
     /// Throttled periods / periods since the previous round, per container directory.
     pub throttled: BTreeMap<String, f64>,
+    /// Which CPU QoS files the kernel has (probed once).
+    pub cpu_qos_kernel: super::cpu_qos::CpuQosKernel,
 }
 
 impl CgroupFacts {
@@ -233,6 +235,10 @@ pub struct Strategies {
     pub cpu_evict: Report<CpuEvictPlan>,
     /// Eviction by node memory usage.
     pub memory_evict: Report<MemoryEvictPlan>,
+    /// Class CPU identity (`cpu.idle` or group identity).
+    pub cpu_qos: Report<super::cpu_qos::CpuQosPlan>,
+    /// Core-scheduling cookies for LSR/LSE pods.
+    pub core_sched: Report<super::cpu_qos::CoreSchedPlan>,
 }
 
 /// The plan of one round.
@@ -350,6 +356,11 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         }
     };
 
+    let (cpu_qos, core_sched) = (
+        super::cpu_qos::engine_step(input, &mut writes),
+        super::cpu_qos::engine_core_sched(input),
+    );
+
     let candidates = build::candidates(input);
     let strategy = threshold.unwrap_or(&default_threshold);
     let mut evictions: Vec<EvictionPick> = Vec::new();
@@ -410,6 +421,8 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             cpu_burst,
             cpu_evict,
             memory_evict,
+            cpu_qos,
+            core_sched,
         },
         next_state,
     }
