@@ -12,12 +12,14 @@
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
+//! * [`cpuset_policy`]: `exclusive` / `share` / `none` CPU sets asked for by pod annotation.
 
 pub mod be_limits;
 pub mod cpu_burst;
 pub mod cpu_evict;
 pub mod cpu_suppress;
 pub mod cpuset;
+pub mod cpuset_policy;
 pub mod engine;
 pub mod eviction;
 pub mod memory_evict;
