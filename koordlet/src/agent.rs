@@ -72,6 +72,10 @@ pub struct AgentSettings {
     pub suppress_interval: Duration,
     /// Decide and log, write and evict nothing.
     pub dry_run: bool,
+    /// The kubelet's root dir (its `cpu_manager_state`).
+    pub kubelet_root_dir: PathBuf,
+    /// The CPU set policy state file.
+    pub cpuset_state_file: PathBuf,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -118,6 +122,8 @@ impl AgentSettings {
             collect_interval: args.collect_interval,
             suppress_interval: args.suppress_interval,
             dry_run: args.dry_run,
+            kubelet_root_dir: args.kubelet_root_dir.clone(),
+            cpuset_state_file: args.cpuset_state_file.clone(),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -190,7 +196,13 @@ pub async fn run(
         settings.gates.clone(),
         edges,
     )
-    .with_cpuset_scope(scope_tx);
+    .with_cpuset_scope(scope_tx)
+    .with_cpuset_policy(
+        crate::cpuset_state::detect_kubelet_cpu_manager(&settings.kubelet_root_dir),
+        Some(crate::cpuset_state::CpusetStateFile::new(
+            &settings.cpuset_state_file,
+        )),
+    );
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
     tasks.spawn(collect_and_decide(
         collector,

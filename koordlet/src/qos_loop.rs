@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, watch};
-use tracing::info;
+use tracing::{error, info, warn};
 
 use crate::act;
+use crate::cpuset_state::{CpusetStateFile, LoadedState};
 use crate::evictor::Evictor;
 use crate::executor::Executor;
 use crate::gather;
@@ -28,6 +29,7 @@ use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::be_limits;
 use koordlet_core::strategies::cpu_evict;
 use koordlet_core::strategies::cpuset::CpuInfo;
+use koordlet_core::strategies::cpuset_policy::{self, KubeletCpuManager};
 use koordlet_core::strategies::engine::{
     self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report,
 };
@@ -82,10 +84,22 @@ pub struct QosLoop {
     burst_recent: HashSet<String>,
     /// Last CPU time reading per host application.
     host_app_cpu: HashMap<String, (Instant, u64)>,
+    /// cpuset_policy's node-local edges.
+    cpuset: CpusetEdges,
+}
+
+/// cpuset_policy's node-local edges: the kubelet's CPU manager policy, the state file, whether
+/// the table must be rebuilt from the cgroups, and the problems already reported.
+#[derive(Debug, Default)]
+struct CpusetEdges {
+    kubelet: KubeletCpuManager,
+    file: Option<CpusetStateFile>,
+    rebuild: bool,
+    reported: HashSet<(String, Option<String>, String)>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
-fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 6] {
     fn reason<T>(r: &Report<T>) -> Option<&str> {
         match r {
             Report::Skipped { skipped } => Some(skipped),
@@ -98,6 +112,7 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
         ("cpu_burst", reason(&s.cpu_burst)),
         ("cpu_evict", reason(&s.cpu_evict)),
         ("memory_evict", reason(&s.memory_evict)),
+        ("cpuset_policy", reason(&s.cpuset_policy)),
     ]
 }
 
@@ -134,7 +149,36 @@ impl QosLoop {
             cpuset_scope: None,
             burst_recent: HashSet::new(),
             host_app_cpu: HashMap::new(),
+            cpuset: CpusetEdges::default(),
         }
+    }
+
+    /// Sets what CPU set policies need from the node: the kubelet's CPU manager policy and the
+    /// allocation state file, read now (a corrupt file is reported and the table rebuilt from
+    /// the cgroups at the first round with a pod list).
+    pub fn with_cpuset_policy(
+        mut self,
+        kubelet: KubeletCpuManager,
+        mut file: Option<CpusetStateFile>,
+    ) -> Self {
+        if let Some(f) = &mut file {
+            match f.load() {
+                LoadedState::Table(table) => {
+                    info!(path = %f.path().display(), allocations = table.allocations.len(),
+                          "cpuset policy state loaded");
+                    self.state.cpuset_policy = table;
+                }
+                LoadedState::Missing => {}
+                LoadedState::Corrupt(reason) => {
+                    error!(strategy = cpuset_policy::STRATEGY, reason = %reason,
+                           "cpuset policy state file unusable: rebuilding the allocations from the cgroups");
+                    self.cpuset.rebuild = true;
+                }
+            }
+        }
+        self.cpuset.kubelet = kubelet;
+        self.cpuset.file = file;
+        self
     }
 
     /// Publishes the BE tree and CPU pools to the fast suppress loop (policy `cpuset`) after
@@ -183,14 +227,17 @@ impl QosLoop {
                 .filter(|_| self.gates.enabled("CPUBurst")),
             skip_burst_none: true,
             burst_recent: Some(&self.burst_recent),
+            cpuset_policy: self.cpuset.rebuild
+                || engine::cpuset_policy_wanted(&snapshot.pods, &self.state.cpuset_policy),
         };
         let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
         let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
-        let node = snapshot
+        let mut node = snapshot
             .node
             .as_deref()
             .map(NodeFacts::from_node)
             .unwrap_or_default();
+        node.kubelet_cpu_manager = self.cpuset.kubelet.clone();
         let wall = Instant::now();
         let in_flight = self.evictor.in_flight(&snapshot.pods, wall);
         let input = EngineInput {
@@ -211,6 +258,26 @@ impl QosLoop {
                 ..EngineOptions::default()
             },
         };
+        let rebuilt;
+        let input = if self.cpuset.rebuild {
+            self.cpuset.rebuild = false;
+            let table = engine::rebuild_cpuset_allocations(&input);
+            info!(
+                strategy = cpuset_policy::STRATEGY,
+                allocations = table.allocations.len(),
+                "cpuset policy allocations rebuilt from the cgroups"
+            );
+            rebuilt = EngineState {
+                cpuset_policy: table,
+                ..self.state.clone()
+            };
+            EngineInput {
+                state: &rebuilt,
+                ..input
+            }
+        } else {
+            input
+        };
         let plan = engine::run_cached(&input, &mut self.engine_cache);
         if let Some(tx) = &self.cpuset_scope
             && self.gates.enabled("BECPUSuppress")
@@ -225,6 +292,7 @@ impl QosLoop {
             });
         }
         self.state = plan.next_state.clone();
+        self.cpuset_policy_edges(&plan);
         for (strategy, reason) in skips(&plan.strategies) {
             self.log_skip(strategy, reason);
         }
@@ -276,6 +344,43 @@ impl QosLoop {
             self.evictor
                 .evict(&plan.evictions, &snapshot.pods, Instant::now())
                 .await;
+        }
+    }
+
+    /// Reports new cpuset_policy problems (once each), counts them, saves the table.
+    fn cpuset_policy_edges(&mut self, plan: &engine::EnginePlan) {
+        let problems = plan
+            .strategies
+            .cpuset_policy
+            .ran()
+            .map(|p| p.problems.as_slice())
+            .unwrap_or(&[]);
+        let now: HashSet<_> = problems
+            .iter()
+            .map(|p| (p.pod.clone(), p.container.clone(), p.reason.clone()))
+            .collect();
+        for p in problems {
+            if !self
+                .cpuset
+                .reported
+                .contains(&(p.pod.clone(), p.container.clone(), p.reason.clone()))
+            {
+                warn!(strategy = cpuset_policy::STRATEGY, pod = %p.pod,
+                      container = p.container.as_deref().unwrap_or(""), reason = %p.reason,
+                      "cpuset policy not applied");
+            }
+        }
+        self.telemetry
+            .cpuset_policy_problems
+            .set(i64::try_from(now.len()).unwrap_or(i64::MAX));
+        self.cpuset.reported = now;
+        if self.executor.dry_run() {
+            return;
+        }
+        if let Some(file) = &mut self.cpuset.file
+            && let Err(e) = file.save_if_changed(&self.state.cpuset_policy)
+        {
+            warn!(strategy = cpuset_policy::STRATEGY, error = %e, "cpuset policy state not saved; retried next round");
         }
     }
 

@@ -23,6 +23,8 @@ pub struct Telemetry {
     pub reports: Family<Labels, Counter>,
     /// Evictions by strategy and result (`evicted`, `failed`, `dry_run`, `dropped`).
     pub evictions: Family<Labels, Counter>,
+    /// CPU set policy requests not applied now (unsatisfiable, ineligible, refused).
+    pub cpuset_policy_problems: Gauge,
 }
 
 impl Telemetry {
@@ -34,6 +36,7 @@ impl Telemetry {
             unsupported: Gauge::default(),
             reports: Family::default(),
             evictions: Family::default(),
+            cpuset_policy_problems: Gauge::default(),
         };
         registry.register(
             "collection_round_seconds",
@@ -59,6 +62,11 @@ impl Telemetry {
             "evictions",
             "Pod evictions by strategy and result",
             t.evictions.clone(),
+        );
+        registry.register(
+            "cpuset_policy_problems",
+            "CPU set policy requests not applied now (unsatisfiable, ineligible or refused)",
+            t.cpuset_policy_problems.clone(),
         );
         t
     }
