@@ -134,3 +134,80 @@ pub fn detect_kubelet_cpu_manager(root: &Path) -> KubeletCpuManager {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use koordlet_core::strategies::cpuset::CpuList;
+    use koordlet_core::strategies::cpuset_policy::{Allocation, CpusetPolicy};
+
+    fn table() -> CpusetAllocations {
+        CpusetAllocations::from_entries([Allocation {
+            pod_uid: "u1".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+            container: "app".into(),
+            policy: CpusetPolicy::Exclusive,
+            cpus: CpuList::parse("2-3").unwrap(),
+        }])
+    }
+
+    #[test]
+    fn cpuset_policy_state_file_persists_and_reports_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/state.json");
+        let mut file = CpusetStateFile::new(&path);
+        assert_eq!(file.load(), LoadedState::Missing);
+        assert!(file.save_if_changed(&table()).unwrap(), "first save writes");
+        assert!(!file.save_if_changed(&table()).unwrap(), "unchanged: no write");
+        assert!(!path.with_extension("tmp").exists());
+        // A restart reads it back.
+        let mut again = CpusetStateFile::new(&path);
+        assert_eq!(again.load(), LoadedState::Table(table()));
+        assert!(!again.save_if_changed(&table()).unwrap());
+        // Corrupt content is reported, never a panic.
+        for bad in ["{", "", "{\"version\": 9, \"allocations\": []}", "\u{0}\u{1}"] {
+            std::fs::write(&path, bad).unwrap();
+            match CpusetStateFile::new(&path).load() {
+                LoadedState::Corrupt(reason) => assert!(reason.contains("state.json"), "{reason}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        // A directory in the way: an error to log, not a panic.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir_all(blocked.join("x")).unwrap();
+        let mut f = CpusetStateFile::new(blocked.join("x"));
+        assert!(f.save_if_changed(&table()).is_err());
+    }
+
+    #[test]
+    fn cpuset_policy_detects_the_kubelet_static_cpu_manager() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(detect_kubelet_cpu_manager(dir.path()), KubeletCpuManager::None);
+        let state = dir.path().join(KUBELET_CPU_MANAGER_STATE);
+        std::fs::write(
+            &state,
+            r#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#,
+        )
+        .unwrap();
+        assert_eq!(detect_kubelet_cpu_manager(dir.path()), KubeletCpuManager::None);
+        std::fs::write(
+            &state,
+            r#"{"policyName":"static","defaultCpuSet":"0,3","entries":{"uid":{"c":"1-2"}},"checksum":1}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            detect_kubelet_cpu_manager(dir.path()),
+            KubeletCpuManager::Static {
+                shared: CpuList::parse("0,3").unwrap()
+            }
+        );
+        std::fs::write(&state, "garbage").unwrap();
+        assert!(
+            detect_kubelet_cpu_manager(dir.path()).is_static(),
+            "unparsable counts as static"
+        );
+    }
+}

@@ -151,3 +151,110 @@ pub fn rebuild_cpuset_allocations(input: &EngineInput<'_>) -> CpusetAllocations 
     let pods = policy_pods(input);
     cpuset_policy::rebuild_from_cgroups(&pods, &topology(input))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use koord_api::NodeSLOSpec;
+    use serde_json::json;
+
+    use super::super::{
+        CgroupFacts, EngineInput, EngineOptions, EngineState, NodeFacts, UsageFacts, run as run_engine,
+    };
+    use super::*;
+    use crate::FeatureGates;
+    use crate::paths::CgroupDriver;
+    use crate::strategies::cpuset::CpuInfo;
+
+    fn pod(name: &str, qos: &str, annotations: serde_json::Value) -> PodMeta {
+        let pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                         "labels": {"koordinator.sh/qosClass": qos}, "annotations": annotations},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]},
+            "status": {"phase": "Running", "qosClass": "Burstable",
+                       "containerStatuses": [{"name": "c", "containerID": format!("containerd://{name}")}]}
+        }))
+        .unwrap();
+        PodMeta::new(Arc::new(pod)).unwrap()
+    }
+
+    fn plan(node: &NodeFacts, pods: &[PodMeta], gates: &str) -> super::super::EnginePlan {
+        let topology: Vec<CpuInfo> = (0..4)
+            .map(|cpu| CpuInfo {
+                cpu,
+                core: cpu,
+                socket: 0,
+                node: 0,
+            })
+            .collect();
+        let slo: NodeSLOSpec = serde_json::from_value(json!({})).unwrap();
+        run_engine(&EngineInput {
+            node,
+            pods,
+            paths: &KubeCgroupPaths::new(CgroupDriver::Cgroupfs),
+            node_slo: Some(&slo),
+            gates: &FeatureGates::parse(gates).unwrap(),
+            usage: &UsageFacts::default(),
+            cgroups: &CgroupFacts::default(),
+            topology: &topology,
+            in_flight: &BTreeSet::new(),
+            state: &EngineState::default(),
+            now_seconds: 0.0,
+            options: EngineOptions::default(),
+        })
+    }
+
+    fn cpus_written(p: &super::super::EnginePlan) -> Vec<(String, String)> {
+        p.writes
+            .iter()
+            .filter(|w| w.strategy == cpuset_policy::STRATEGY)
+            .map(|w| (w.cgroup.to_string(), w.value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn cpuset_policy_engine_refuses_under_the_static_kubelet_and_honours_the_gate() {
+        let pods = vec![
+            pod("ex", "LS", json!({"koordinator.sh/cpuset-policy": "exclusive"})),
+            pod(
+                "lsr",
+                "LSR",
+                json!({"scheduling.koordinator.sh/resource-status": "{\"cpuset\": \"0\"}"}),
+            ),
+        ];
+        let mut node = NodeFacts {
+            cpu_capacity_milli: 4000,
+            cpu_allocatable_milli: 4000,
+            ..NodeFacts::default()
+        };
+        let ran = plan(&node, &pods, "");
+        assert_eq!(
+            cpus_written(&ran),
+            [
+                ("kubepods/burstable/poduid-ex/ex".to_owned(), "3".to_owned()),
+                ("kubepods/burstable/poduid-lsr/lsr".to_owned(), "0".to_owned()),
+            ]
+        );
+        assert_eq!(ran.next_state.cpuset_policy.allocations.len(), 1);
+        // Gate CPUSetAllocator off: the scheduler's cpuset is not applied; the LSR pod is shared.
+        let off = plan(&node, &pods, "CPUSetAllocator=false");
+        assert!(
+            cpus_written(&off).contains(&("kubepods/burstable/poduid-lsr/lsr".to_owned(), "0-2".to_owned()))
+        );
+        // The kubelet's static CPU manager: refused, nothing written, nothing allocated.
+        node.kubelet_cpu_manager = KubeletCpuManager::Static {
+            shared: CpuList::parse("0-3").unwrap(),
+        };
+        let refused = plan(&node, &pods, "");
+        assert!(cpus_written(&refused).is_empty());
+        match &refused.strategies.cpuset_policy {
+            Report::Skipped { skipped } => assert!(skipped.starts_with("refused"), "{skipped}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(refused.next_state.cpuset_policy.allocations.is_empty());
+    }
+}
