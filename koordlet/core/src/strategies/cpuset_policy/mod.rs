@@ -17,23 +17,28 @@
 //! and the container stays in the shared pool: never half an allocation.
 
 pub mod allocate;
+mod kubelet;
+mod pin;
+mod request;
 mod state;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use koord_api::QoSClass;
 use serde::{Deserialize, Serialize};
 
 pub use allocate::take_packed;
+pub use kubelet::KubeletCpuManager;
+use pin::{targets, writes};
+use request::{allocate_all, pod_name, whole_cpus};
 pub use state::{Allocation, CpusetAllocations, STATE_VERSION, StateFileError};
 
 use super::CgroupWrite;
 use super::cpu_suppress::CgroupState;
 use super::cpuset::{CpuInfo, CpuList};
-use crate::CgroupResource;
 use crate::error::ParseError;
 
 /// Strategy name in plans and audit lines.
@@ -203,230 +208,6 @@ pub fn wanted(pods: &[PolicyPod], state: &CpusetAllocations) -> bool {
             .any(|p| !matches!(p.policy, Ok(None)) || p.bound.is_some())
 }
 
-/// A container that asks for CPUs of its own.
-#[derive(Debug, Clone)]
-struct Request<'a> {
-    pod: &'a PolicyPod,
-    container: &'a str,
-    policy: CpusetPolicy,
-    count: usize,
-}
-
-impl Request<'_> {
-    fn key(&self) -> (String, String) {
-        (self.pod.uid.clone(), self.container.to_owned())
-    }
-
-    fn allocation(&self, cpus: CpuList) -> Allocation {
-        Allocation {
-            pod_uid: self.pod.uid.clone(),
-            namespace: self.pod.namespace.clone(),
-            name: self.pod.name.clone(),
-            container: self.container.to_owned(),
-            policy: self.policy,
-            cpus,
-        }
-    }
-}
-
-fn pod_name(p: &PolicyPod) -> String {
-    format!("{}/{}", p.namespace, p.name)
-}
-
-fn problem(p: &PolicyPod, container: Option<&str>, reason: String) -> Problem {
-    Problem {
-        pod: pod_name(p),
-        uid: p.uid.clone(),
-        container: container.map(str::to_owned),
-        reason,
-    }
-}
-
-/// Whole CPUs of a CPU limit, if it is a positive whole number.
-fn whole_cpus(limit_milli: Option<i64>) -> Result<usize, String> {
-    match limit_milli {
-        Some(m) if m > 0 && m % 1000 == 0 => usize::try_from(m / 1000).map_err(|e| e.to_string()),
-        Some(m) => Err(format!(
-            "CPU limit {m}m is not a whole number of CPUs: the container stays in the shared pool"
-        )),
-        None => Err("no CPU limit: the container stays in the shared pool".into()),
-    }
-}
-
-/// The requests of this round, with the problems of pods that cannot ask.
-fn requests<'a>(input: &CpusetPolicyInput<'a>, problems: &mut Vec<Problem>) -> Vec<Request<'a>> {
-    let mut out = Vec::new();
-    for p in input.pods {
-        let policy = match &p.policy {
-            Ok(Some(policy)) => *policy,
-            Ok(None) => continue,
-            Err(e) => {
-                // Keep what the pod held: a typo must not unpin a running service.
-                problems.push(problem(p, None, format!("{e}; its CPUs are left as they were")));
-                for a in input.state.allocations.iter().filter(|a| a.pod_uid == p.uid) {
-                    if let Some(c) = p.containers.iter().find(|c| c.name == a.container) {
-                        out.push(Request {
-                            pod: p,
-                            container: &c.name,
-                            policy: a.policy,
-                            count: a.cpus.len(),
-                        });
-                    }
-                }
-                continue;
-            }
-        };
-        if policy == CpusetPolicy::None {
-            continue;
-        }
-        if p.bound.is_some() {
-            problems.push(problem(
-                p,
-                None,
-                format!("policy {policy} ignored: the scheduler bound the pod to CPUs"),
-            ));
-            continue;
-        }
-        if p.be {
-            problems.push(problem(
-                p,
-                None,
-                format!("policy {policy} ignored: BE pods run in the BE pool"),
-            ));
-            continue;
-        }
-        for c in &p.containers {
-            match whole_cpus(c.cpu_limit_milli) {
-                Ok(count) => out.push(Request {
-                    pod: p,
-                    container: &c.name,
-                    policy,
-                    count,
-                }),
-                Err(reason) => problems.push(problem(p, Some(&c.name), reason)),
-            }
-        }
-    }
-    out
-}
-
-/// What the allocation step leaves: accepted allocations and the CPUs they hold.
-#[derive(Debug, Default)]
-struct Table {
-    accepted: BTreeMap<(String, String), Allocation>,
-    exclusive: CpuList,
-    share: CpuList,
-}
-
-impl Table {
-    fn add(&mut self, a: Allocation) {
-        match a.policy {
-            CpusetPolicy::Exclusive => self.exclusive = self.exclusive.union(&a.cpus),
-            _ => self.share = self.share.union(&a.cpus),
-        }
-        self.accepted.insert(a.key(), a);
-    }
-}
-
-/// The allocation step: keeps what can be kept, allocates the rest, reports the impossible.
-fn allocate_all(
-    input: &CpusetPolicyInput<'_>,
-    online: &CpuList,
-    lse: &CpuList,
-    lsr: &CpuList,
-    problems: &mut Vec<Problem>,
-) -> Table {
-    let requests = requests(input, problems);
-    let previous: BTreeMap<(String, String), &Allocation> =
-        input.state.allocations.iter().map(|a| (a.key(), a)).collect();
-    let usable = online.difference(input.reserved).difference(lse);
-    let mut table = Table::default();
-    let mut fresh = Vec::new();
-    // Keeps: exclusive first (they must not overlap anything), then share.
-    for policy in [CpusetPolicy::Exclusive, CpusetPolicy::Share] {
-        for r in requests.iter().filter(|r| r.policy == policy) {
-            let kept = previous
-                .get(&r.key())
-                .map(|a| &a.cpus)
-                .filter(|cpus| cpus.len() == r.count && cpus.is_subset(&usable))
-                .filter(|cpus| match policy {
-                    CpusetPolicy::Exclusive => {
-                        cpus.intersection(lsr).is_empty()
-                            && cpus.intersection(&table.exclusive).is_empty()
-                            && cpus.intersection(&table.share).is_empty()
-                            && !shared_after(online, lse, lsr, &table.exclusive.union(cpus)).is_empty()
-                    }
-                    _ => cpus.intersection(&table.exclusive).is_empty(),
-                });
-            match kept {
-                Some(cpus) => table.add(r.allocation(cpus.clone())),
-                None => fresh.push(r),
-            }
-        }
-    }
-    // A kept share allocation may sit on CPUs a kept exclusive one now needs: both were checked
-    // in that order above, so only fresh requests remain. Exclusive first, in name order.
-    fresh.sort_by_key(|r| {
-        (
-            r.policy != CpusetPolicy::Exclusive,
-            pod_name(r.pod),
-            r.container.to_owned(),
-        )
-    });
-    for r in fresh {
-        match r.policy {
-            CpusetPolicy::Exclusive => {
-                let free = usable
-                    .difference(lsr)
-                    .difference(&table.exclusive)
-                    .difference(&table.share);
-                let chosen = take_packed(input.topology, &free, r.count)
-                    .filter(|cpus| !shared_after(online, lse, lsr, &table.exclusive.union(cpus)).is_empty());
-                match chosen {
-                    Some(cpus) => table.add(r.allocation(cpus)),
-                    None => problems.push(problem(
-                        r.pod,
-                        Some(r.container),
-                        format!(
-                            "cannot give {} exclusive CPUs: {} free (at least one CPU stays in the shared pool); \
-                             the container stays in the shared pool",
-                            r.count,
-                            free.len()
-                        ),
-                    )),
-                }
-            }
-            _ => {
-                let candidates = usable.difference(&table.exclusive);
-                let preferred = candidates.difference(lsr).difference(&table.share);
-                let chosen = if preferred.len() >= r.count {
-                    take_packed(input.topology, &preferred, r.count)
-                } else {
-                    take_packed(
-                        input.topology,
-                        &candidates.difference(&preferred),
-                        r.count - preferred.len(),
-                    )
-                    .map(|more| more.union(&preferred))
-                };
-                match chosen {
-                    Some(cpus) => table.add(r.allocation(cpus)),
-                    None => problems.push(problem(
-                        r.pod,
-                        Some(r.container),
-                        format!(
-                            "cannot bind to {} CPUs: only {} are not held exclusively",
-                            r.count,
-                            candidates.len()
-                        ),
-                    )),
-                }
-            }
-        }
-    }
-    table
-}
-
 /// The shared pool for a given exclusive set: online − exclusive − LSE − LSR.
 fn shared_after(online: &CpuList, lse: &CpuList, lsr: &CpuList, exclusive: &CpuList) -> CpuList {
     online.difference(exclusive).difference(lse).difference(lsr)
@@ -498,102 +279,6 @@ pub fn decide(input: &CpusetPolicyInput<'_>) -> CpusetPolicyPlan {
     plan
 }
 
-/// One pod's directories and the CPUs each container should have.
-struct PodTargets<'a> {
-    pod: &'a PolicyPod,
-    containers: Vec<(&'a CgroupState, CpuList)>,
-}
-
-fn targets<'a>(
-    input: &CpusetPolicyInput<'a>,
-    table: &Table,
-    shared: &CpuList,
-    be_pool: &CpuList,
-) -> Vec<PodTargets<'a>> {
-    let mut out = Vec::new();
-    for p in input.pods {
-        if p.be && p.bound.is_none() && !input.manage_be {
-            continue;
-        }
-        let containers = p
-            .containers
-            .iter()
-            .filter_map(|c| {
-                let dir = c.dir.as_ref()?;
-                let cpus = if let Some(bound) = &p.bound {
-                    bound.clone()
-                } else if p.be {
-                    be_pool.clone()
-                } else if let Some(a) = table.accepted.get(&(p.uid.clone(), c.name.clone())) {
-                    a.cpus.clone()
-                } else {
-                    shared.clone()
-                };
-                (!cpus.is_empty()).then_some((dir, cpus))
-            })
-            .collect::<Vec<_>>();
-        if !containers.is_empty() {
-            out.push(PodTargets { pod: p, containers });
-        }
-    }
-    out
-}
-
-/// Parents first, widened (never narrowed) to hold their children's targets; then the
-/// containers, whose new set then always fits in their parent.
-fn writes(targets: &[PodTargets<'_>]) -> Vec<CgroupWrite> {
-    let mut writes = Vec::new();
-    let mut qos_need: BTreeMap<String, (&CgroupState, CpuList)> = BTreeMap::new();
-    for t in targets {
-        let need = t
-            .containers
-            .iter()
-            .fold(CpuList::new(), |acc, (_, c)| acc.union(c));
-        let entry = qos_need
-            .entry(t.pod.qos_dir.dir.to_string())
-            .or_insert((&t.pod.qos_dir, CpuList::new()));
-        entry.1 = entry.1.union(&need);
-    }
-    let widen = |state: &CgroupState, need: &CpuList, writes: &mut Vec<CgroupWrite>| {
-        if let Some(cur) = &state.cpuset
-            && !need.is_subset(cur)
-        {
-            writes.push(CgroupWrite::cpus(
-                &state.dir,
-                CgroupResource::CpusetCpus,
-                &cur.union(need),
-                STRATEGY,
-            ));
-        }
-    };
-    for (state, need) in qos_need.values() {
-        widen(state, need, &mut writes);
-    }
-    let mut seen = BTreeSet::new();
-    for t in targets {
-        let need = t
-            .containers
-            .iter()
-            .fold(CpuList::new(), |acc, (_, c)| acc.union(c));
-        if seen.insert(t.pod.pod_dir.dir.to_string()) {
-            widen(&t.pod.pod_dir, &need, &mut writes);
-        }
-    }
-    for t in targets {
-        for (dir, cpus) in &t.containers {
-            if dir.cpuset.as_ref() != Some(cpus) {
-                writes.push(CgroupWrite::cpus(
-                    &dir.dir,
-                    CgroupResource::CpusetCpus,
-                    cpus,
-                    STRATEGY,
-                ));
-            }
-        }
-    }
-    writes
-}
-
 /// Rebuilds the table from the cgroups when the state file is lost or corrupt: a container of
 /// an `exclusive`/`share` pod whose current cpuset has exactly its whole-CPU limit and is not
 /// the whole node is taken as pinned there. Overlapping exclusive claims are settled by the
@@ -626,47 +311,4 @@ pub fn rebuild_from_cgroups(pods: &[PolicyPod], topology: &[CpuInfo]) -> CpusetA
         }
     }
     CpusetAllocations::from_entries(entries)
-}
-
-/// The kubelet's CPU manager policy, from its `cpu_manager_state` file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum KubeletCpuManager {
-    /// Policy `none` (or no state file): the kubelet leaves cpusets alone.
-    #[default]
-    None,
-    /// Policy `static`: the kubelet pins Guaranteed integer-CPU containers and keeps the others
-    /// on `shared` (its `defaultCpuSet`); koordlet must not manage cpusets.
-    Static {
-        /// The kubelet's shared pool (`defaultCpuSet`; empty when the file lists none).
-        shared: CpuList,
-    },
-}
-
-impl KubeletCpuManager {
-    /// Parses `cpu_manager_state` (`{"policyName": "static", "defaultCpuSet": "0-3", ...}`).
-    pub fn parse_state(text: &str) -> Result<Self, ParseError> {
-        const WHAT: &str = "kubelet cpu_manager_state";
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ParseError::new(WHAT, e.to_string()))?;
-        let policy = v
-            .get("policyName")
-            .and_then(|p| p.as_str())
-            .ok_or_else(|| ParseError::new(WHAT, "no policyName"))?;
-        match policy {
-            "none" => Ok(KubeletCpuManager::None),
-            "static" => {
-                let shared = match v.get("defaultCpuSet").and_then(|d| d.as_str()) {
-                    Some(text) => CpuList::parse(text)?,
-                    None => CpuList::new(),
-                };
-                Ok(KubeletCpuManager::Static { shared })
-            }
-            other => Err(ParseError::new(WHAT, format!("unknown policyName {other:?}"))),
-        }
-    }
-
-    /// True for the static policy.
-    pub fn is_static(&self) -> bool {
-        matches!(self, KubeletCpuManager::Static { .. })
-    }
 }

@@ -118,6 +118,9 @@ fn decide(input: &EngineInput<'_>, pods: &[PolicyPod], manage_be: bool) -> Cpuse
 
 /// Runs the strategy; `suppress_owns_be`: cpu_suppress ran and writes BE cpusets itself.
 pub(super) fn run(input: &EngineInput<'_>, suppress_owns_be: bool) -> Report<CpusetPolicyPlan> {
+    if !cpuset_policy_wanted(input.pods, &input.state.cpuset_policy) {
+        return Report::skipped("no pod asks for a CPU set policy or is bound to CPUs by the scheduler");
+    }
     let pods = policy_pods(input);
     if !cpuset_policy::wanted(&pods, &input.state.cpuset_policy) {
         return Report::skipped("no pod asks for a CPU set policy or is bound to CPUs by the scheduler");
@@ -134,7 +137,9 @@ pub(super) fn run(input: &EngineInput<'_>, suppress_owns_be: bool) -> Report<Cpu
 /// CPUs held exclusively this round (what BE must leave), empty when the strategy is idle or
 /// refused.
 pub(super) fn exclusive_cpus(input: &EngineInput<'_>) -> CpuList {
-    if input.node.kubelet_cpu_manager != KubeletCpuManager::None {
+    if input.node.kubelet_cpu_manager != KubeletCpuManager::None
+        || !cpuset_policy_wanted(input.pods, &input.state.cpuset_policy)
+    {
         return CpuList::new();
     }
     let pods = policy_pods(input);
