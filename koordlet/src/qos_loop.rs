@@ -35,6 +35,10 @@ use koordlet_core::strategies::engine::{
 };
 use koordlet_core::strategies::fast_suppress::CpusetScope;
 
+/// Event reason on a pod whose CPU set policy could not be applied (unsatisfiable,
+/// ineligible container, bad annotation).
+pub const CPUSET_POLICY_EVENT_REASON: &str = "CPUSetPolicyNotApplied";
+
 /// What the agent decides about the round.
 #[derive(Debug, Clone, Copy)]
 pub struct QosLoopConfig {
@@ -292,7 +296,17 @@ impl QosLoop {
             });
         }
         self.state = plan.next_state.clone();
-        self.cpuset_policy_edges(&plan);
+        for problem in self.cpuset_policy_edges(&plan) {
+            if let Some(pod) = snapshot.pods.iter().find(|p| p.uid.as_str() == problem.uid) {
+                let note = match &problem.container {
+                    Some(c) => format!("container {c}: {}", problem.reason),
+                    None => problem.reason.clone(),
+                };
+                self.evictor
+                    .warn_pod(pod, CPUSET_POLICY_EVENT_REASON, "PinCPUs", &note)
+                    .await;
+            }
+        }
         for (strategy, reason) in skips(&plan.strategies) {
             self.log_skip(strategy, reason);
         }
@@ -347,8 +361,9 @@ impl QosLoop {
         }
     }
 
-    /// Reports new cpuset_policy problems (once each), counts them, saves the table.
-    fn cpuset_policy_edges(&mut self, plan: &engine::EnginePlan) {
+    /// Logs new cpuset_policy problems (once each) and returns them for an Event each, counts
+    /// the current ones, saves the table.
+    fn cpuset_policy_edges(&mut self, plan: &engine::EnginePlan) -> Vec<cpuset_policy::Problem> {
         let problems = plan
             .strategies
             .cpuset_policy
@@ -359,6 +374,7 @@ impl QosLoop {
             .iter()
             .map(|p| (p.pod.clone(), p.container.clone(), p.reason.clone()))
             .collect();
+        let mut fresh = Vec::new();
         for p in problems {
             if !self
                 .cpuset
@@ -368,20 +384,20 @@ impl QosLoop {
                 warn!(strategy = cpuset_policy::STRATEGY, pod = %p.pod,
                       container = p.container.as_deref().unwrap_or(""), reason = %p.reason,
                       "cpuset policy not applied");
+                fresh.push(p.clone());
             }
         }
         self.telemetry
             .cpuset_policy_problems
             .set(i64::try_from(now.len()).unwrap_or(i64::MAX));
         self.cpuset.reported = now;
-        if self.executor.dry_run() {
-            return;
-        }
-        if let Some(file) = &mut self.cpuset.file
+        if !self.executor.dry_run()
+            && let Some(file) = &mut self.cpuset.file
             && let Err(e) = file.save_if_changed(&self.state.cpuset_policy)
         {
             warn!(strategy = cpuset_policy::STRATEGY, error = %e, "cpuset policy state not saved; retried next round");
         }
+        fresh
     }
 
     fn log_skip(&mut self, strategy: &'static str, reason: Option<&str>) {

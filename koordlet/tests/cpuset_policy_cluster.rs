@@ -236,6 +236,31 @@ async fn cpuset_policy_repins_a_running_pod_and_survives_a_restart() {
     .await
     .unwrap();
     expect("exclusive again", &last, &rest).await;
+
+    // A request that cannot be met (the last shared CPU must stay shared): a Warning Event on
+    // the pod, nothing pinned, nobody moved.
+    pods.create(&PostParams::default(), &pod("greedy", Some("exclusive")))
+        .await
+        .unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let note = wait_for(
+        "CPUSetPolicyNotApplied Event on greedy",
+        Duration::from_secs(60),
+        async || {
+            let list = events
+                .list(&kube::api::ListParams::default().fields("involvedObject.name=greedy"))
+                .await
+                .ok()?;
+            list.items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(koordlet::qos_loop::CPUSET_POLICY_EVENT_REASON))
+                .and_then(|e| e.message)
+        },
+    )
+    .await;
+    assert!(note.contains("cannot give 1 exclusive CPUs"), "{note}");
+    expect("greedy refused, nobody moved", &last, &rest).await;
+    pods.delete("greedy", &Default::default()).await.unwrap();
     let saved = wait_for("state file written", Duration::from_secs(30), async || {
         let text = std::fs::read_to_string(&state_file).ok()?;
         text.contains("\"exclusive\"").then_some(text)
