@@ -137,3 +137,118 @@ fn take_from_group(cores: &mut [Core], need: &mut usize, chosen: &mut BTreeSet<u
         *need -= n;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::strategies::cpuset_policy::tests::{all, cpus, topo};
+
+    #[test]
+    fn cpuset_policy_take_packed_table() {
+        let two = topo(1, 2, false);
+        let eight = topo(1, 4, true); // cores {0,4} {1,5} {2,6} {3,7}
+        let eight_2s = topo(2, 4, false); // socket 0 = 0-3, socket 1 = 4-7
+        let big = topo(2, 24, true); // socket 0 = 0-23,48-71; core k = {k, k+48}
+        for (name, t, free, count, want) in [
+            (
+                "2 cpus: the highest CPU, CPU 0 stays shared",
+                &two,
+                all(&two),
+                1,
+                Some("1"),
+            ),
+            ("2 cpus: both", &two, all(&two), 2, Some("0-1")),
+            ("2 cpus: too many", &two, all(&two), 3, None),
+            ("smt: a whole core", &eight, all(&eight), 2, Some("3,7")),
+            ("smt: two whole cores", &eight, all(&eight), 4, Some("2-3,6-7")),
+            (
+                "smt: odd count takes a core plus one thread",
+                &eight,
+                all(&eight),
+                3,
+                Some("2-3,7"),
+            ),
+            // Fragmentation: cores 3 and 2 half used; one thread comes from a broken core.
+            (
+                "smt: a broken core before a whole one",
+                &eight,
+                cpus("0-2,4-5,7"),
+                1,
+                Some("7"),
+            ),
+            (
+                "smt: whole cores first, remainder from a broken core",
+                &eight,
+                cpus("0-2,4-5,7"),
+                3,
+                Some("1,5,7"),
+            ),
+            (
+                "smt: free threads only of broken cores",
+                &eight,
+                cpus("0-3"),
+                3,
+                Some("1-3"),
+            ),
+            (
+                "2 sockets smt off: one socket fits",
+                &eight_2s,
+                all(&eight_2s),
+                3,
+                Some("5-7"),
+            ),
+            (
+                "2 sockets: the tightest socket that fits",
+                &eight_2s,
+                cpus("1-3,4-7"),
+                3,
+                Some("1-3"),
+            ),
+            (
+                "2 sockets: spans from the top socket",
+                &eight_2s,
+                all(&eight_2s),
+                6,
+                Some("2-7"),
+            ),
+            (
+                "96 cpus: 24 CPUs stay on one socket, siblings together",
+                &big,
+                all(&big),
+                24,
+                Some("36-47,84-95"),
+            ),
+            (
+                "96 cpus: the socket that fits best",
+                &big,
+                cpus("0-23,48-71,24-30"),
+                7,
+                Some("24-30"),
+            ),
+            (
+                "96 cpus: 50 CPUs: a whole socket plus one core",
+                &big,
+                all(&big),
+                50,
+                Some("23-47,71-95"),
+            ),
+            ("96 cpus: odd request", &big, all(&big), 3, Some("46-47,95")),
+            ("zero", &big, all(&big), 0, Some("")),
+        ] {
+            let got = take_packed(t, &free, count).map(|c| c.to_string());
+            assert_eq!(got.as_deref(), want, "{name}");
+            if let Some(got) = take_packed(t, &free, count) {
+                assert!(got.is_subset(&free), "{name}: outside the free CPUs");
+            }
+        }
+    }
+
+    #[test]
+    fn cpuset_policy_take_packed_unknown_cpus_last() {
+        let t = topo(1, 2, false);
+        assert_eq!(take_packed(&t, &cpus("0-1,5"), 2).unwrap().to_string(), "0-1");
+        assert_eq!(take_packed(&t, &cpus("0-1,5"), 3).unwrap().to_string(), "0-1,5");
+    }
+}
