@@ -74,6 +74,10 @@ pub struct AgentSettings {
     pub dry_run: bool,
     /// Mount resctrl when it is supported and not mounted.
     pub mount_resctrl: bool,
+    /// The kubelet's root dir (its `cpu_manager_state`).
+    pub kubelet_root_dir: PathBuf,
+    /// The CPU set policy state file.
+    pub cpuset_state_file: PathBuf,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -121,6 +125,8 @@ impl AgentSettings {
             suppress_interval: args.suppress_interval,
             dry_run: args.dry_run,
             mount_resctrl: args.mount_resctrl,
+            kubelet_root_dir: args.kubelet_root_dir.clone(),
+            cpuset_state_file: args.cpuset_state_file.clone(),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -206,7 +212,13 @@ pub async fn run(
         cgroups.clone(),
         paths.clone(),
         settings.dry_run,
-    ));
+    ))
+    .with_cpuset_policy(
+        crate::cpuset_state::detect_kubelet_cpu_manager(&settings.kubelet_root_dir),
+        Some(crate::cpuset_state::CpusetStateFile::new(
+            &settings.cpuset_state_file,
+        )),
+    );
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
     tasks.spawn(collect_and_decide(
         collector,

@@ -26,6 +26,8 @@ pub struct Telemetry {
     /// 1 for an enabled feature gate, 0 for a disabled one, by `gate` and `implemented`
     /// (`false`: accepted for compatibility, does nothing).
     pub feature_gates: Family<Labels, Gauge>,
+    /// CPU set policy requests not applied now (unsatisfiable, ineligible, refused).
+    pub cpuset_policy_problems: Gauge,
 }
 
 impl Telemetry {
@@ -38,6 +40,7 @@ impl Telemetry {
             reports: Family::default(),
             evictions: Family::default(),
             feature_gates: Family::default(),
+            cpuset_policy_problems: Gauge::default(),
         };
         registry.register(
             "collection_round_seconds",
@@ -68,6 +71,11 @@ impl Telemetry {
             "feature_gate_enabled",
             "Feature gates in force (1 on, 0 off) and whether koordlet implements them",
             t.feature_gates.clone(),
+        );
+        registry.register(
+            "cpuset_policy_problems",
+            "CPU set policy requests not applied now (unsatisfiable, ineligible or refused)",
+            t.cpuset_policy_problems.clone(),
         );
         t
     }

@@ -20,6 +20,7 @@ const FIXTURES: &[&str] = &[
     "plan_seed000_burst.yaml",
     "plan_seed001_memory.yaml",
     "plan_seed002_satisfaction.yaml",
+    "plan_cpuset_policy.yaml",
 ];
 
 /// The flag sets each fixture is planned with: name, extra arguments.

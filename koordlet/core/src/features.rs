@@ -58,12 +58,13 @@ pub const IMPLEMENTED: &[&str] = &[
     "GroupIdentity",
     "CoreSched",
     "RdtResctrl",
+    "CPUSetAllocator",
 ];
 
 /// `koordlet --help` text of `--feature-gates` (kept equal to [`IMPLEMENTED`] by a test).
 pub const HELP: &str = "Feature gates, `Name=true|false,...` (upstream names and defaults). \
 Implemented: BECPUSuppress, BECPUEvict, BEMemoryEvict, CPUBurst, BatchResource, GroupIdentity \
-(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl. Every other upstream gate is \
+(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler). Every other upstream gate is \
 accepted and does nothing; the enabled ones are named in a warning at start.";
 
 /// Whether `name` has code behind it (see [`IMPLEMENTED`]).
@@ -186,9 +187,9 @@ mod tests {
         // Upstream's defaults: gates on that do nothing here.
         assert_eq!(
             FeatureGates::default().enabled_without_effect(),
-            vec!["CPUSetAllocator", "NodeTopologyReport"]
+            vec!["NodeTopologyReport"]
         );
-        let g = FeatureGates::parse("CPUSetAllocator=false,NodeTopologyReport=false").unwrap();
+        let g = FeatureGates::parse("NodeTopologyReport=false").unwrap();
         assert!(g.enabled_without_effect().is_empty());
         assert_eq!(g.iter().count(), GATES.len());
     }

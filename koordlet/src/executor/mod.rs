@@ -111,6 +111,11 @@ pub struct Executor {
 }
 
 impl Executor {
+    /// Whether this executor only logs (dry run): callers skip their own side effects too.
+    pub fn dry_run(&self) -> bool {
+        self.config.dry_run
+    }
+
     /// An executor writing through `cgroups`.
     pub fn new(cgroups: Arc<Cgroups>, config: ExecutorConfig) -> Self {
         Self {

@@ -16,6 +16,7 @@
 //! * [`cpu_qos`]: the CPU identity of each class (`cpu.idle`, or Anolis group identity) and
 //!   the pods that get a core-scheduling cookie.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
+//! * [`cpuset_policy`]: `exclusive` / `share` / `none` CPU sets asked for by pod annotation.
 
 pub mod be_limits;
 pub mod cpu_burst;
@@ -23,6 +24,7 @@ pub mod cpu_evict;
 pub mod cpu_qos;
 pub mod cpu_suppress;
 pub mod cpuset;
+pub mod cpuset_policy;
 pub mod engine;
 pub mod eviction;
 pub mod memory_evict;

@@ -13,6 +13,7 @@
 //! writes come back shared with the cache ([`EnginePlan::be_limits_round`]) instead of copied.
 
 mod build;
+mod cpuset_policy;
 #[cfg(test)]
 mod tests;
 
@@ -23,6 +24,7 @@ use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
 pub use build::{NodeFacts, ReadScope, cgroup_reads};
+pub use cpuset_policy::{cpuset_policy_wanted, rebuild_cpuset_allocations};
 
 use super::be_limits::{self, BeLimitsCache, BeLimitsRound, BeLimitsSettings, BePodLimits, SkippedPod};
 use super::cpu_burst::{self, BurstPlan, BurstState};
@@ -115,6 +117,8 @@ pub struct EngineState {
     pub cpu_evict_last: Option<f64>,
     /// When memory eviction last evicted.
     pub memory_evict_last: Option<f64>,
+    /// cpuset_policy's allocations (the agent also keeps them in its state file).
+    pub cpuset_policy: super::cpuset_policy::CpusetAllocations,
 }
 
 /// Switches and tunables of one run.
@@ -239,6 +243,8 @@ pub struct Strategies {
     pub cpu_qos: Report<super::cpu_qos::CpuQosPlan>,
     /// Core-scheduling cookies for LSR/LSE pods.
     pub core_sched: Report<super::cpu_qos::CoreSchedPlan>,
+    /// CPU set policies (`exclusive` / `share` / `none`) and scheduler-bound LSE/LSR cpusets.
+    pub cpuset_policy: Report<super::cpuset_policy::CpusetPolicyPlan>,
 }
 
 /// The plan of one round.
@@ -344,6 +350,14 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         Err(reason) => Report::skipped(reason),
     };
 
+    // BE containers' cpusets are suppress's when it runs; cpuset_policy writes them only
+    // otherwise, so the two never write the same directory.
+    let cpuset_policy = cpuset_policy::run(input, cpu_suppress.ran().is_some());
+    if let Report::Ran(plan) = &cpuset_policy {
+        writes.extend(plan.writes.iter().cloned());
+        next_state.cpuset_policy = plan.next_state.clone();
+    }
+
     let cpu_burst = match burst(input) {
         Ok(plan) => {
             writes.extend(plan.writes.iter().cloned());
@@ -423,6 +437,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             memory_evict,
             cpu_qos,
             core_sched,
+            cpuset_policy,
         },
         next_state,
     }
