@@ -111,11 +111,6 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// Whether this executor only logs (dry run): callers skip their own side effects too.
-    pub fn dry_run(&self) -> bool {
-        self.config.dry_run
-    }
-
     /// An executor writing through `cgroups`.
     pub fn new(cgroups: Arc<Cgroups>, config: ExecutorConfig) -> Self {
         Self {
@@ -130,8 +125,8 @@ impl Executor {
         &self.cgroups
     }
 
-    /// Whether it only logs (`--dry-run`): the agent's other actors (core-scheduling cookies)
-    /// follow the same switch.
+    /// Whether it only logs (`--dry-run`): the agent's other actors (core-scheduling cookies
+    /// and the cpuset policy state file) follow the same switch.
     pub fn dry_run(&self) -> bool {
         self.config.dry_run
     }
