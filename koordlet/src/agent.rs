@@ -72,6 +72,8 @@ pub struct AgentSettings {
     pub suppress_interval: Duration,
     /// Decide and log, write and evict nothing.
     pub dry_run: bool,
+    /// What the evictor does when the Eviction API refuses or cannot be reached.
+    pub eviction_fallback: crate::evict_fallback::EvictionFallback,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -118,6 +120,7 @@ impl AgentSettings {
             collect_interval: args.collect_interval,
             suppress_interval: args.suppress_interval,
             dry_run: args.dry_run,
+            eviction_fallback: args.eviction_fallback,
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -178,7 +181,11 @@ pub async fn run(
                 ..ExecutorConfig::default()
             },
         ),
-        evictor: Evictor::new(evict_client, &settings.node, settings.dry_run, telemetry.clone()),
+        evictor: Evictor::new(evict_client, &settings.node, settings.dry_run, telemetry.clone())
+            .with_fallback(
+                settings.eviction_fallback,
+                crate::evict_fallback::ContainerKiller::new(cgroups.clone(), paths.clone()),
+            ),
         telemetry: telemetry.clone(),
     };
     let qos = QosLoop::new(

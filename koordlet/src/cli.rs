@@ -119,6 +119,12 @@ pub struct AgentArgs {
     /// Decide and log, write nothing.
     #[arg(long, env = "KOORDLET_DRY_RUN")]
     pub dry_run: bool,
+    /// When the Eviction API refuses an eviction (429: a PodDisruptionBudget) or cannot be
+    /// reached: `none` reports the failure and decides again next round; `delete` deletes the
+    /// pod (ignores PDBs); `kill-containers` SIGKILLs the pod's container processes through
+    /// their cgroups (upstream's default; works without the API server).
+    #[arg(long, env = "KOORDLET_EVICTION_FALLBACK", value_enum, default_value = "none")]
+    pub eviction_fallback: crate::evict_fallback::EvictionFallback,
     /// Most cgroup files the collectors keep open between rounds (each costs one descriptor and
     /// ~4.4 KiB of kernel memory; 12 per pod). Only lowers the default: half the raised
     /// `RLIMIT_NOFILE` soft limit, at most 8192. 0 opens and closes every file every round.

@@ -17,6 +17,7 @@ pub mod act;
 pub mod agent;
 pub mod cli;
 pub mod command;
+pub mod evict_fallback;
 pub mod evictor;
 pub mod executor;
 pub mod gather;

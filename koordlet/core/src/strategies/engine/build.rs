@@ -11,7 +11,7 @@ use crate::pod::PodMeta;
 use crate::strategies::cpu_burst::{BurstContainer, BurstParams, BurstPod, SharePool};
 use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage};
 use crate::strategies::cpuset::{CpuInfo, CpuList};
-use crate::strategies::eviction::EvictCandidate;
+use crate::strategies::eviction::{ANNOTATION_EVICTION_POLICY, EvictCandidate, EvictionPolicy, ExemptPod};
 use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS};
 use crate::{CgroupDir, KubeCgroupPaths};
 
@@ -175,13 +175,33 @@ pub fn cgroup_reads(
     reads
 }
 
-/// Eviction candidates: every running pod with its usage and batch-cpu request.
-pub(super) fn candidates(input: &EngineInput<'_>) -> Vec<EvictCandidate> {
-    input
+/// Eviction candidates of the strategy behind `feature` (its gate name): every running pod with
+/// its usage, batch-cpu request and whether its `koordinator.sh/eviction-policy` lets `feature`
+/// evict it; with the BE pods the policy exempts and why.
+pub(super) fn candidates(input: &EngineInput<'_>, feature: &str) -> (Vec<EvictCandidate>, Vec<ExemptPod>) {
+    let mut exempt = Vec::new();
+    let candidates = input
         .pods
         .iter()
         .filter(|p| p.is_running())
         .map(|p| {
+            let policy = EvictionPolicy::parse(
+                p.pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_EVICTION_POLICY))
+                    .map(String::as_str),
+            );
+            let refusal = policy.refusal(feature);
+            if let Some(reason) = &refusal
+                && p.qos == QoSClass::Be
+            {
+                exempt.push(ExemptPod {
+                    pod: format!("{}/{}", p.namespace, p.name),
+                    reason: reason.clone(),
+                });
+            }
             let usage = input.usage.pods.get(p.uid.as_str()).copied().unwrap_or_default();
             let batch_cpu_request_milli = p
                 .pod
@@ -204,10 +224,11 @@ pub(super) fn candidates(input: &EngineInput<'_>) -> Vec<EvictCandidate> {
                 batch_cpu_request_milli,
                 memory_usage_bytes: usage.memory_bytes,
                 being_evicted: input.in_flight.contains(p.uid.as_str()),
-                eviction_allowed: true,
+                eviction_allowed: refusal.is_none(),
             }
         })
-        .collect()
+        .collect();
+    (candidates, exempt)
 }
 
 /// Per-pod CPU usage for the suppress budget.
