@@ -85,7 +85,7 @@ pub struct QosLoop {
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
-fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 6] {
     fn reason<T>(r: &Report<T>) -> Option<&str> {
         match r {
             Report::Skipped { skipped } => Some(skipped),
@@ -98,6 +98,7 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
         ("cpu_burst", reason(&s.cpu_burst)),
         ("cpu_evict", reason(&s.cpu_evict)),
         ("memory_evict", reason(&s.memory_evict)),
+        ("memory_qos", reason(&s.memory_qos)),
     ]
 }
 
@@ -186,11 +187,12 @@ impl QosLoop {
         };
         let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
         let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
-        let node = snapshot
+        let mut node = snapshot
             .node
             .as_deref()
             .map(NodeFacts::from_node)
             .unwrap_or_default();
+        node.memory_qos_kernel = gather::memory_qos_kernel(&self.cgroups, &self.paths);
         let wall = Instant::now();
         let in_flight = self.evictor.in_flight(&snapshot.pods, wall);
         let input = EngineInput {

@@ -21,6 +21,7 @@ use crate::system::{CgroupDriver, CgroupValue, CgroupVersion, Cgroups, KubeCgrou
 use koordlet_core::CgroupWrite;
 use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
+use koordlet_core::strategies::memory_qos::MemoryQosKernel;
 
 /// Bad plan input: names the document and the field.
 #[derive(Debug, thiserror::Error)]
@@ -194,7 +195,12 @@ pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
             }
         })
         .collect();
-    let node = input.node.as_ref().map(NodeFacts::from_node).unwrap_or_default();
+    let mut node = input.node.as_ref().map(NodeFacts::from_node).unwrap_or_default();
+    node.memory_qos_kernel = match (&options.cgroups, options.version) {
+        (Some(c), _) => crate::gather::memory_qos_kernel(c, &paths),
+        (None, CgroupVersion::V2) => MemoryQosKernel::CgroupV2,
+        (None, CgroupVersion::V1) => MemoryQosKernel::Absent,
+    };
     let slo = input.node_slo.as_ref().map(|s| &s.spec);
     let interval = options.collect_interval_seconds;
     let usage = offline::usage(

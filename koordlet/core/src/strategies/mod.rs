@@ -10,6 +10,7 @@
 //! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
+//! * [`memory_qos`]: `memory.min`/`low`/`high` from requests and limits (cgroup v2).
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
 
@@ -21,6 +22,7 @@ pub mod cpuset;
 pub mod engine;
 pub mod eviction;
 pub mod memory_evict;
+pub mod memory_qos;
 #[cfg(test)]
 mod proptests;
 pub mod settle;

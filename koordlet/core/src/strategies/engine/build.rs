@@ -30,6 +30,11 @@ pub struct NodeFacts {
     pub annotation_reserved_milli: i64,
     /// `reservedCPUs` of that annotation: BE never gets them.
     pub reserved_cpus: CpuList,
+    /// Allocatable memory, bytes (capacity when unset): memory QoS's limit of an unlimited
+    /// container.
+    pub memory_allocatable_bytes: u64,
+    /// Whether the kernel has the memory QoS files (probed by the caller; absent by default).
+    pub memory_qos_kernel: crate::strategies::memory_qos::MemoryQosKernel,
 }
 
 impl NodeFacts {
@@ -68,12 +73,17 @@ impl NodeFacts {
                 (cpu, cpus)
             })
             .unwrap_or_default();
+        let memory_capacity_bytes = amount(capacity, "memory")
+            .and_then(|m| u64::try_from(m).ok())
+            .unwrap_or(0);
         NodeFacts {
             cpu_capacity_milli,
             cpu_allocatable_milli: amount(allocatable, "cpu").unwrap_or(cpu_capacity_milli),
-            memory_capacity_bytes: amount(capacity, "memory")
+            memory_capacity_bytes,
+            memory_allocatable_bytes: amount(allocatable, "memory")
                 .and_then(|m| u64::try_from(m).ok())
-                .unwrap_or(0),
+                .unwrap_or(memory_capacity_bytes),
+            memory_qos_kernel: Default::default(),
             batch_cpu_allocatable_milli: amount(allocatable, names::RESOURCE_BATCH_CPU)
                 .or_else(|| amount(allocatable, names::DEPRECATED_RESOURCE_BATCH_CPU)),
             annotation_reserved_milli,

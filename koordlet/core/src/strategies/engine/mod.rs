@@ -233,6 +233,8 @@ pub struct Strategies {
     pub cpu_evict: Report<CpuEvictPlan>,
     /// Eviction by node memory usage.
     pub memory_evict: Report<MemoryEvictPlan>,
+    /// Memory QoS (`memory.min`/`low`/`high`).
+    pub memory_qos: Report<super::memory_qos::MemoryQosPlan>,
 }
 
 /// The plan of one round.
@@ -403,6 +405,14 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         Report::Ran(plan)
     };
 
+    let memory_qos = match super::memory_qos::from_engine(input) {
+        Ok(plan) => {
+            writes.extend(plan.writes.iter().cloned());
+            Report::Ran(plan)
+        }
+        Err(reason) => Report::skipped(reason),
+    };
+
     EnginePlan {
         writes,
         be_limits_round,
@@ -413,6 +423,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             cpu_burst,
             cpu_evict,
             memory_evict,
+            memory_qos,
         },
         next_state,
     }
