@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::cli::{AgentArgs, DriverArg, PodsSource};
 use crate::evictor::Evictor;
@@ -72,6 +72,10 @@ pub struct AgentSettings {
     pub suppress_interval: Duration,
     /// Decide and log, write and evict nothing.
     pub dry_run: bool,
+    /// `/proc/sys` root for system_config.
+    pub proc_sys_root: PathBuf,
+    /// Node-local state directory.
+    pub state_dir: PathBuf,
     /// What the evictor does when the Eviction API refuses or cannot be reached.
     pub eviction_fallback: crate::evict_fallback::EvictionFallback,
     /// Prometheus `/metrics` address.
@@ -121,6 +125,8 @@ impl AgentSettings {
             suppress_interval: args.suppress_interval,
             dry_run: args.dry_run,
             eviction_fallback: args.eviction_fallback,
+            proc_sys_root: args.proc_sys_root.clone(),
+            state_dir: args.state_dir.clone(),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -198,6 +204,20 @@ pub async fn run(
         edges,
     )
     .with_cpuset_scope(scope_tx);
+    let qos = match crate::system_config::SystemConfig::open(
+        crate::system_config::SystemFiles {
+            proc_sys: settings.proc_sys_root.clone(),
+            sys: settings.roots.sys.clone(),
+        },
+        &settings.state_dir,
+        settings.dry_run,
+    ) {
+        Ok(system_config) => qos.with_system_config(system_config),
+        Err(e) => {
+            error!(error = %e, "system_config disabled: the node's remembered sysctl values cannot be read");
+            qos
+        }
+    };
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
     tasks.spawn(collect_and_decide(
         collector,

@@ -73,6 +73,13 @@ pub struct PlanArgs {
     /// Feature gates, as for the agent (`BEMemoryEvict=true,BECPUEvict=true`).
     #[arg(long, default_value = "")]
     pub feature_gates: String,
+    /// Read current sysctl values from this `/proc/sys` tree (real or fake); without it a
+    /// mainline kernel's defaults are assumed.
+    #[arg(long)]
+    pub proc_sys_root: Option<PathBuf>,
+    /// With `--proc-sys-root`: the `/sys` tree (for `memcg_reaper`).
+    #[arg(long)]
+    pub sys_root: Option<PathBuf>,
 }
 
 /// The agent's flags.
@@ -93,6 +100,13 @@ pub struct AgentArgs {
     /// sysfs root.
     #[arg(long, env = "KOORDLET_SYS_ROOT", default_value = "/sys")]
     pub sys_root: PathBuf,
+    /// The `/proc/sys` root system_config writes sysctls below.
+    #[arg(long, env = "KOORDLET_PROC_SYS_ROOT", default_value = "/proc/sys")]
+    pub proc_sys_root: PathBuf,
+    /// Node-local state directory (the sysctl values the node had before system_config changed
+    /// them, so a restart can still restore them).
+    #[arg(long, env = "KOORDLET_STATE_DIR", default_value = "/var/lib/koordlet")]
+    pub state_dir: PathBuf,
     /// resctrl mount.
     #[arg(long, env = "KOORDLET_RESCTRL_ROOT", default_value = "/sys/fs/resctrl")]
     pub resctrl_root: PathBuf,

@@ -28,6 +28,7 @@ pub mod report;
 pub mod states;
 pub mod suppress_loop;
 pub mod system;
+pub mod system_config;
 pub mod telemetry;
 
 pub use command::run;

@@ -82,6 +82,8 @@ pub struct QosLoop {
     burst_recent: HashSet<String>,
     /// Last CPU time reading per host application.
     host_app_cpu: HashMap<String, (Instant, u64)>,
+    /// The node's sysctls (`systemStrategy`), when its state could be loaded.
+    system_config: Option<crate::system_config::SystemConfig>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
@@ -135,7 +137,14 @@ impl QosLoop {
             cpuset_scope: None,
             burst_recent: HashSet::new(),
             host_app_cpu: HashMap::new(),
+            system_config: None,
         }
+    }
+
+    /// Applies the NodeSLO's `systemStrategy` (gate SystemConfig) each round through `system_config`.
+    pub fn with_system_config(mut self, system_config: crate::system_config::SystemConfig) -> Self {
+        self.system_config = Some(system_config);
+        self
     }
 
     /// Publishes the BE tree and CPU pools to the fast suppress loop (policy `cpuset`) after
@@ -229,6 +238,21 @@ impl QosLoop {
         self.state = plan.next_state.clone();
         for (strategy, reason) in skips(&plan.strategies) {
             self.log_skip(strategy, reason);
+        }
+        // Only once a NodeSLO was seen: before it, "no strategy" would restore the node's values.
+        if let (Some(sc), Some(slo)) = (&mut self.system_config, slo) {
+            let strategy = slo
+                .system_strategy
+                .as_ref()
+                .filter(|_| self.gates.enabled(koordlet_core::strategies::system_config::GATE));
+            let sysctls = sc.round(strategy, node.memory_capacity_bytes);
+            let skipped: Vec<String> = sysctls
+                .skipped
+                .iter()
+                .map(|k| format!("{}: {}", k.knob, k.reason))
+                .collect();
+            let reason = (!skipped.is_empty()).then(|| skipped.join("; "));
+            self.log_skip("system_config", reason.as_deref());
         }
         self.burst_recent = plan
             .strategies

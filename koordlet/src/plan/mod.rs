@@ -123,6 +123,8 @@ pub struct PlanOptions {
     pub gates: FeatureGates,
     /// The collect interval the NodeMetric status is taken to be sampled at, seconds.
     pub collect_interval_seconds: f64,
+    /// Sysctl trees to read current values from (`None`: a mainline kernel's defaults).
+    pub system_files: Option<crate::system_config::SystemFiles>,
 }
 
 /// One write as printed.
@@ -178,6 +180,29 @@ fn print_write(w: &CgroupWrite, options: &PlanOptions) -> PrintedWrite {
         strategy: w.strategy.to_string(),
         current,
     }
+}
+
+/// `strategies.system_config`: the sysctl writes the agent would make on a node that never ran
+/// it (nothing remembered yet), against the given sysctl trees or a mainline kernel's defaults.
+fn system_config(slo: Option<&koord_api::NodeSLOSpec>, node: &NodeFacts, options: &PlanOptions) -> Value {
+    use koordlet_core::strategies::system_config::{self, GATE, SystemConfigInput};
+    if !options.gates.enabled(GATE) {
+        return json!({"skipped": format!("feature gate {GATE} is off")});
+    }
+    let Some(strategy) = slo.and_then(|s| s.system_strategy.as_ref()) else {
+        return json!({"skipped": "no systemStrategy in the NodeSLO"});
+    };
+    let current = match &options.system_files {
+        Some(files) => files.read_all(),
+        None => crate::system_config::assumed_current(node.memory_capacity_bytes),
+    };
+    let plan = system_config::decide(&SystemConfigInput {
+        strategy: Some(strategy),
+        memory_capacity_bytes: node.memory_capacity_bytes,
+        current: &current,
+        originals: &std::collections::BTreeMap::new(),
+    });
+    serde_json::to_value(plan).unwrap_or(Value::Null)
 }
 
 /// Runs every decision on the input and returns the JSON document `plan` prints.
@@ -239,10 +264,14 @@ pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
         },
     });
     let writes: Vec<PrintedWrite> = out.writes.iter().map(|w| print_write(w, options)).collect();
+    let mut strategies = serde_json::to_value(&out.strategies).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut strategies {
+        map.insert("system_config".into(), system_config(slo, &node, options));
+    }
     json!({
         "writes": writes,
         "evictions": out.evictions,
-        "strategies": out.strategies,
+        "strategies": strategies,
         "rejectedPods": rejected,
     })
 }

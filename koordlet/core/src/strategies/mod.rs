@@ -10,6 +10,7 @@
 //! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
+//! * [`system_config`]: node sysctls of `systemStrategy`, restored on removal.
 //! * [`memory_qos`]: `memory.min`/`low`/`high` from requests and limits (cgroup v2).
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
@@ -27,6 +28,7 @@ pub mod memory_qos;
 mod proptests;
 pub mod settle;
 pub mod share_pool;
+pub mod system_config;
 // After the others: the fast path of cpu_suppress.
 pub mod fast_suppress;
 
