@@ -7,7 +7,8 @@
 //! protection, as upstream's recommendation for these files is 0):
 //! - request `req` = the memory request (BE pods: `kubernetes.io/batch-memory`);
 //! - `memory.min = req × minLimitPercent / 100`, `memory.low = req × lowLimitPercent / 100`,
-//!   low raised to min when `0 < low < min`; at pod and container level;
+//!   low raised to min when `0 < low < min`; at pod and container level; both rounded down to
+//!   whole pages as the kernel stores them;
 //! - container `memory.high = floor((req + (limit − req) × throttlingPercent / 100) / 4096) × 4096`
 //!   with `limit` the container's memory limit (the node's allocatable memory when unlimited),
 //!   `max` when throttlingPercent is 0, and never below `memory.min`;
@@ -32,7 +33,7 @@ use crate::{CgroupDir, KubeCgroupPaths};
 pub const STRATEGY: &str = "memory_qos";
 /// The gate it runs under (upstream's gate for memory QoS reconciliation).
 pub const GATE: &str = "CgroupReconcile";
-/// `memory.high` is rounded down to whole pages.
+/// The memory files are kept in pages: values are rounded down to whole pages.
 pub const PAGE_SIZE: i64 = 4096;
 
 /// Whether this node's kernel has the memory QoS files.
@@ -152,10 +153,13 @@ fn params(strategy: &ResourceQosStrategy, pod: &PodMeta) -> (Params, String) {
     }
 }
 
-/// `(min, low)` for a request: `req × percent / 100`, low raised to min when `0 < low < min`.
+/// `(min, low)` for a request: `req × percent / 100` in whole pages (the kernel keeps these
+/// files in pages and reads back the value rounded down; an unrounded value would never read
+/// back equal and be rewritten every round), low raised to min when `0 < low < min`.
 pub fn min_low(request: i64, min_percent: i64, low_percent: i64) -> (i64, i64) {
     let request = i128::from(request.max(0));
-    let part = |p: i64| (request * i128::from(clamp_percent(p)) / 100) as i64;
+    let page = i128::from(PAGE_SIZE);
+    let part = |p: i64| (request * i128::from(clamp_percent(p)) / 100 / page * page) as i64;
     let min = part(min_percent);
     let mut low = part(low_percent);
     if low > 0 && low < min {

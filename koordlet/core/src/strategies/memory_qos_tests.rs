@@ -9,6 +9,8 @@ use crate::resource::CgroupValue;
 
 const MI: i64 = 1 << 20;
 const GI: i64 = 1 << 30;
+/// 80 % of 1Gi in whole pages.
+const GI_80: i64 = GI * 4 / 5 / PAGE_SIZE * PAGE_SIZE;
 
 fn pod(name: &str, qos: &str, resources: serde_json::Value, annotations: serde_json::Value) -> PodMeta {
     let uid = format!("00000000-0000-0000-0000-{:0>12}", name.len());
@@ -69,13 +71,13 @@ fn upstream_formulas_at_pod_and_container_level() {
     );
     let plan = run(&enabled_ls(50, 80, 60), std::slice::from_ref(&ls));
     let p = &plan.pods[0];
-    assert_eq!((p.request_bytes, p.min, p.low), (GI, GI / 2, GI * 4 / 5));
+    assert_eq!((p.request_bytes, p.min, p.low), (GI, GI / 2, GI_80));
     assert_eq!(p.source, "class LS");
     let c = &p.containers[0];
     // high = floor((1Gi + 1Gi × 0.6) / 4096) × 4096.
     let raw = GI + GI * 60 / 100;
     assert_eq!(c.high, raw / PAGE_SIZE * PAGE_SIZE);
-    assert_eq!((c.min, c.low), (GI / 2, GI * 4 / 5));
+    assert_eq!((c.min, c.low), (GI / 2, GI_80));
     // Writes: kubepods (Σ all), burstable (Σ), besteffort (0), then the pod and its container.
     let pod_dir = ls
         .cgroup_dir(&KubeCgroupPaths::new(CgroupDriver::Cgroupfs))
@@ -83,7 +85,7 @@ fn upstream_formulas_at_pod_and_container_level() {
     assert_eq!(value(&plan, "kubepods", CgroupResource::MemoryMin), GI / 2);
     assert_eq!(
         value(&plan, "kubepods/burstable", CgroupResource::MemoryLow),
-        GI * 4 / 5
+        GI_80
     );
     assert_eq!(value(&plan, "kubepods/besteffort", CgroupResource::MemoryMin), 0);
     assert_eq!(value(&plan, &pod_dir, CgroupResource::MemoryMin), GI / 2);
@@ -208,6 +210,7 @@ proptest! {
         let (min, low) = min_low(req, min_p, low_p);
         prop_assert!(0 <= min && min <= req);
         prop_assert!(low == 0 || (min <= low && low <= req));
+        prop_assert!(min % PAGE_SIZE == 0 && low % PAGE_SIZE == 0);
         let effective_limit = if limited && limit > 0 { limit } else { 16 * GI };
         let h = high(req, effective_limit, thr, min);
         if h != -1 {
