@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::cli::{AgentArgs, DriverArg, PodsSource};
 use crate::evictor::Evictor;
@@ -78,6 +78,12 @@ pub struct AgentSettings {
     pub kubelet_root_dir: PathBuf,
     /// The CPU set policy state file.
     pub cpuset_state_file: PathBuf,
+    /// `/proc/sys` root for system_config.
+    pub proc_sys_root: PathBuf,
+    /// Node-local state directory.
+    pub state_dir: PathBuf,
+    /// What the evictor does when the Eviction API refuses or cannot be reached.
+    pub eviction_fallback: crate::evict_fallback::EvictionFallback,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -127,6 +133,9 @@ impl AgentSettings {
             mount_resctrl: args.mount_resctrl,
             kubelet_root_dir: args.kubelet_root_dir.clone(),
             cpuset_state_file: args.cpuset_state_file.clone(),
+            eviction_fallback: args.eviction_fallback,
+            proc_sys_root: args.proc_sys_root.clone(),
+            state_dir: args.state_dir.clone(),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -192,7 +201,11 @@ pub async fn run(
                 ..ExecutorConfig::default()
             },
         ),
-        evictor: Evictor::new(evict_client, &settings.node, settings.dry_run, telemetry.clone()),
+        evictor: Evictor::new(evict_client, &settings.node, settings.dry_run, telemetry.clone())
+            .with_fallback(
+                settings.eviction_fallback,
+                crate::evict_fallback::ContainerKiller::new(cgroups.clone(), paths.clone()),
+            ),
         telemetry: telemetry.clone(),
     };
     let qos = QosLoop::new(
@@ -219,6 +232,20 @@ pub async fn run(
             &settings.cpuset_state_file,
         )),
     );
+    let qos = match crate::system_config::SystemConfig::open(
+        crate::system_config::SystemFiles {
+            proc_sys: settings.proc_sys_root.clone(),
+            sys: settings.roots.sys.clone(),
+        },
+        &settings.state_dir,
+        settings.dry_run,
+    ) {
+        Ok(system_config) => qos.with_system_config(system_config),
+        Err(e) => {
+            error!(error = %e, "system_config disabled: the node's remembered sysctl values cannot be read");
+            qos
+        }
+    };
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
     tasks.spawn(collect_and_decide(
         collector,

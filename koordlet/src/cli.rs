@@ -76,6 +76,13 @@ pub struct PlanArgs {
     /// Plan resctrl schemata from this resctrl tree (real or fake); without it resctrl is skipped.
     #[arg(long)]
     pub resctrl_root: Option<PathBuf>,
+    /// Read current sysctl values from this `/proc/sys` tree (real or fake); without it a
+    /// mainline kernel's defaults are assumed.
+    #[arg(long)]
+    pub proc_sys_root: Option<PathBuf>,
+    /// With `--proc-sys-root`: the `/sys` tree (for `memcg_reaper`).
+    #[arg(long)]
+    pub sys_root: Option<PathBuf>,
 }
 
 /// The agent's flags.
@@ -96,6 +103,13 @@ pub struct AgentArgs {
     /// sysfs root.
     #[arg(long, env = "KOORDLET_SYS_ROOT", default_value = "/sys")]
     pub sys_root: PathBuf,
+    /// The `/proc/sys` root system_config writes sysctls below.
+    #[arg(long, env = "KOORDLET_PROC_SYS_ROOT", default_value = "/proc/sys")]
+    pub proc_sys_root: PathBuf,
+    /// Node-local state directory (the sysctl values the node had before system_config changed
+    /// them, so a restart can still restore them).
+    #[arg(long, env = "KOORDLET_STATE_DIR", default_value = "/var/lib/koordlet")]
+    pub state_dir: PathBuf,
     /// resctrl mount (gate RdtResctrl: per-class cache and memory bandwidth groups).
     #[arg(long, env = "KOORDLET_RESCTRL_ROOT", default_value = "/sys/fs/resctrl")]
     pub resctrl_root: PathBuf,
@@ -139,6 +153,12 @@ pub struct AgentArgs {
     /// Decide and log, write nothing.
     #[arg(long, env = "KOORDLET_DRY_RUN")]
     pub dry_run: bool,
+    /// When the Eviction API refuses an eviction (429: a PodDisruptionBudget) or cannot be
+    /// reached: `none` reports the failure and decides again next round; `delete` deletes the
+    /// pod (ignores PDBs); `kill-containers` SIGKILLs the pod's container processes through
+    /// their cgroups (upstream's default; works without the API server).
+    #[arg(long, env = "KOORDLET_EVICTION_FALLBACK", value_enum, default_value = "none")]
+    pub eviction_fallback: crate::evict_fallback::EvictionFallback,
     /// Most cgroup files the collectors keep open between rounds (each costs one descriptor and
     /// ~4.4 KiB of kernel memory; 12 per pod). Only lowers the default: half the raised
     /// `RLIMIT_NOFILE` soft limit, at most 8192. 0 opens and closes every file every round.

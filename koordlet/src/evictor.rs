@@ -15,17 +15,21 @@
 //!   `pods/eviction` entry of the core API discovery, cached, and read again when the server
 //!   answers 400/404/415 to the version used (an upgraded or downgraded API server);
 //! - Events as upstream: `evictPodSuccess` / `evictPodFail` (Warning) with the note
-//!   `evict Pod:<name>, reason: <EvictPodBy...>, message: <numbers>`.
+//!   `evict Pod:<name>, reason: <EvictPodBy...>, message: <numbers>`;
+//! - when the Eviction API refuses (429) or cannot be reached, the configured
+//!   [`EvictionFallback`] runs: none (default), delete the pod, or kill its containers.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::Pod;
 use koord_api::QoSClass;
-use kube::api::{DeleteParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{error, info, warn};
 
+use crate::evict_fallback::{ContainerKiller, EvictionFallback};
 use crate::states::PodMeta;
 use crate::telemetry::Telemetry;
 use koordlet_core::strategies::eviction::EvictionPick;
@@ -87,6 +91,11 @@ impl InFlight {
 pub enum EvictOutcome {
     /// The API accepted it.
     Evicted,
+    /// The Eviction API refused or was unreachable; the pod was deleted (fallback `delete`).
+    Deleted,
+    /// The Eviction API refused or was unreachable; the containers' processes were killed
+    /// (fallback `kill-containers`).
+    ContainersKilled,
     /// Dry-run: logged only.
     DryRun,
     /// Refused (429: a PodDisruptionBudget) or failed.
@@ -99,6 +108,8 @@ impl EvictOutcome {
     fn label(self) -> &'static str {
         match self {
             EvictOutcome::Evicted => "evicted",
+            EvictOutcome::Deleted => "deleted",
+            EvictOutcome::ContainersKilled => "containers_killed",
             EvictOutcome::DryRun => "dry_run",
             EvictOutcome::Failed => "failed",
             EvictOutcome::Dropped => "dropped",
@@ -195,6 +206,8 @@ pub struct Evictor {
     dry_run: bool,
     in_flight: InFlight,
     telemetry: Telemetry,
+    fallback: EvictionFallback,
+    killer: Option<ContainerKiller>,
 }
 
 fn reference(p: &PodMeta) -> ObjectReference {
@@ -223,6 +236,58 @@ impl Evictor {
             dry_run,
             in_flight: InFlight::default(),
             telemetry,
+            fallback: EvictionFallback::None,
+            killer: None,
+        }
+    }
+
+    /// What to do when the Eviction API refuses or cannot be reached (default: nothing but
+    /// the failure Event). `kill-containers` kills through `killer`'s cgroup tree.
+    pub fn with_fallback(mut self, fallback: EvictionFallback, killer: ContainerKiller) -> Self {
+        self.fallback = fallback;
+        self.killer = Some(killer);
+        self
+    }
+
+    /// Runs the fallback after the Eviction API's error `e`; `Err` carries why it did not run
+    /// or failed (for the Event and the log).
+    async fn fall_back(&self, pod: &PodMeta, uid: &str, e: &kube::Error) -> Result<EvictOutcome, String> {
+        if !EvictionFallback::applies_to(e) {
+            return Err(format!("eviction failed: {e}"));
+        }
+        match self.fallback {
+            EvictionFallback::None => Err(format!("eviction refused: {e} (eviction fallback: none)")),
+            EvictionFallback::Delete => {
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.to_owned()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                pods.delete(&pod.name, &params)
+                    .await
+                    .map(|_| EvictOutcome::Deleted)
+                    .map_err(|d| format!("eviction refused: {e}; fallback delete failed: {d}"))
+            }
+            EvictionFallback::KillContainers => {
+                let Some(killer) = &self.killer else {
+                    return Err(format!(
+                        "eviction refused: {e}; no cgroup tree to kill containers in"
+                    ));
+                };
+                match killer.kill(pod) {
+                    Ok(n) => {
+                        info!(pod = %format!("{}/{}", pod.namespace, pod.name), processes = n,
+                              "eviction fallback: container processes killed");
+                        Ok(EvictOutcome::ContainersKilled)
+                    }
+                    Err(k) => Err(format!(
+                        "eviction refused: {e}; fallback kill-containers failed: {k}"
+                    )),
+                }
+            }
         }
     }
 
@@ -346,13 +411,22 @@ impl Evictor {
                     self.event(pod, pick, EVENT_SUCCESS, "").await;
                     EvictOutcome::Evicted
                 }
-                Err(e) => {
-                    warn!(pod = %name, strategy = pick.strategy, reason = pick.reason, error = %e,
-                          "eviction refused or failed");
-                    self.event(pod, pick, EVENT_FAIL, &format!("; eviction failed: {e}"))
-                        .await;
-                    EvictOutcome::Failed
-                }
+                Err(e) => match self.fall_back(pod, &pick.uid, &e).await {
+                    Ok(outcome) => {
+                        warn!(pod = %name, strategy = pick.strategy, reason = pick.reason, error = %e,
+                              fallback = outcome.label(), "eviction refused; fallback done");
+                        self.in_flight.insert(&pick.uid, now);
+                        let detail = format!("; Eviction API refused ({e}), fallback: {}", outcome.label());
+                        self.event(pod, pick, EVENT_SUCCESS, &detail).await;
+                        outcome
+                    }
+                    Err(why) => {
+                        warn!(pod = %name, strategy = pick.strategy, reason = pick.reason, error = %why,
+                              "eviction refused or failed");
+                        self.event(pod, pick, EVENT_FAIL, &format!("; {why}")).await;
+                        EvictOutcome::Failed
+                    }
+                },
             };
             self.count(pick.strategy, outcome);
             outcomes.push(outcome);

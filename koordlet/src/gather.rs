@@ -5,6 +5,7 @@
 //! - [`live_usage`]: usage from the metric stores (latest values and the windowed BE averages).
 //! - [`read_topology`]: the CPU topology from sysfs.
 //! - [`host_app_usage`]: CPU usage of the NodeSLO's host applications (cgroup CPU time deltas).
+//! - [`memory_qos_kernel`]: whether the kernel has the memory QoS files.
 //!
 //! The offline gatherer (from `plan`'s YAML) lives in [`crate::plan`].
 
@@ -22,6 +23,21 @@ use crate::system::{CgroupDir, CgroupResource, CgroupValue, Cgroups, KubeCgroupP
 pub use koordlet_core::paths::{host_app_dir, host_app_is_be};
 use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 use koordlet_core::strategies::engine::{BeCpuUsage, CgroupFacts, HostAppUsage, PodUsage, UsageFacts};
+use koordlet_core::strategies::memory_qos::MemoryQosKernel;
+
+/// Whether this node has the memory QoS files: every cgroup v2 kernel does; on v1 only an
+/// Anolis kernel has `memory.min` (probed in the kubepods directory, cached by `cgroups`).
+pub fn memory_qos_kernel(cgroups: &Cgroups, paths: &KubeCgroupPaths) -> MemoryQosKernel {
+    match cgroups.version() {
+        crate::system::CgroupVersion::V2 => MemoryQosKernel::CgroupV2,
+        crate::system::CgroupVersion::V1 => {
+            match cgroups.is_supported(CgroupResource::MemoryMin, &paths.kubepods_dir()) {
+                Ok(true) => MemoryQosKernel::AnolisV1,
+                _ => MemoryQosKernel::Absent,
+            }
+        }
+    }
+}
 
 /// Reads every `(dir, file)` of `reads` (unreadable files stay absent: the strategies treat
 /// them as unknown). With `throttling`, also reads `cpu.stat` of the burstable container

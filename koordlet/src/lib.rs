@@ -19,6 +19,7 @@ pub mod agent;
 pub mod cli;
 pub mod command;
 pub mod cpuset_state;
+pub mod evict_fallback;
 pub mod evictor;
 pub mod executor;
 pub mod gather;
@@ -30,6 +31,7 @@ pub mod resctrl_loop;
 pub mod states;
 pub mod suppress_loop;
 pub mod system;
+pub mod system_config;
 pub mod telemetry;
 
 pub use command::run;

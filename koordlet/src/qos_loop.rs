@@ -102,6 +102,8 @@ pub struct QosLoop {
     core_sched_logged: Option<String>,
     /// cpuset_policy's node-local edges.
     cpuset: CpusetEdges,
+    /// The node's sysctls (`systemStrategy`), when its state could be loaded.
+    system_config: Option<crate::system_config::SystemConfig>,
 }
 
 /// cpuset_policy's node-local edges: the kubelet's CPU manager policy, the state file, whether
@@ -115,7 +117,7 @@ struct CpusetEdges {
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
-fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 8] {
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 9] {
     fn reason<T>(r: &Report<T>) -> Option<&str> {
         match r {
             Report::Skipped { skipped } => Some(skipped),
@@ -131,6 +133,7 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 8] {
         ("cpu_qos", reason(&s.cpu_qos)),
         ("core_sched", reason(&s.core_sched)),
         ("cpuset_policy", reason(&s.cpuset_policy)),
+        ("memory_qos", reason(&s.memory_qos)),
     ]
 }
 
@@ -172,8 +175,16 @@ impl QosLoop {
             core_sched: CoreScheduler::new(),
             core_sched_logged: None,
             cpuset: CpusetEdges::default(),
+            system_config: None,
         }
     }
+
+    /// Applies the NodeSLO's `systemStrategy` (gate SystemConfig) each round through `system_config`.
+    pub fn with_system_config(mut self, system_config: crate::system_config::SystemConfig) -> Self {
+        self.system_config = Some(system_config);
+        self
+    }
+
 
     /// The kernel's CPU QoS files, probed once the kubepods cgroup exists (until then: none).
     fn cpu_qos_kernel(&mut self) -> CpuQosKernel {
@@ -286,6 +297,7 @@ impl QosLoop {
             .map(NodeFacts::from_node)
             .unwrap_or_default();
         node.kubelet_cpu_manager = self.cpuset.kubelet.clone();
+        node.memory_qos_kernel = gather::memory_qos_kernel(&self.cgroups, &self.paths);
         let wall = Instant::now();
         let in_flight = self.evictor.in_flight(&snapshot.pods, wall);
         let input = EngineInput {
@@ -353,6 +365,21 @@ impl QosLoop {
         }
         for (strategy, reason) in skips(&plan.strategies) {
             self.log_skip(strategy, reason);
+        }
+        // Only once a NodeSLO was seen: before it, "no strategy" would restore the node's values.
+        if let (Some(sc), Some(slo)) = (&mut self.system_config, slo) {
+            let strategy = slo
+                .system_strategy
+                .as_ref()
+                .filter(|_| self.gates.enabled(koordlet_core::strategies::system_config::GATE));
+            let sysctls = sc.round(strategy, node.memory_capacity_bytes);
+            let skipped: Vec<String> = sysctls
+                .skipped
+                .iter()
+                .map(|k| format!("{}: {}", k.knob, k.reason))
+                .collect();
+            let reason = (!skipped.is_empty()).then(|| skipped.join("; "));
+            self.log_skip("system_config", reason.as_deref());
         }
         self.burst_recent = plan
             .strategies

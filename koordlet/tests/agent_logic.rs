@@ -395,6 +395,7 @@ fn plan_golden() {
         cgroups: None,
         gates: Default::default(),
         collect_interval_seconds: 1.0,
+        system_files: None,
     };
     let out = plan(&input, &options);
     let golden: serde_json::Value = serde_json::from_str(

@@ -21,6 +21,7 @@ const FIXTURES: &[&str] = &[
     "plan_seed001_memory.yaml",
     "plan_seed002_satisfaction.yaml",
     "plan_cpuset_policy.yaml",
+    "plan_memory_qos_sysctl.yaml",
 ];
 
 /// The flag sets each fixture is planned with: name, extra arguments.
@@ -39,6 +40,19 @@ const VARIANTS: &[(&str, &[&str])] = &[
             "systemd",
             "--feature-gates",
             "BEMemoryEvict=true,BECPUEvict=true",
+        ],
+    ),
+    (
+        "v1-cgroupfs-qos",
+        &["--feature-gates", "CgroupReconcile=true,SystemConfig=true"],
+    ),
+    (
+        "v2-cgroupfs-qos",
+        &[
+            "--cgroup-version",
+            "v2",
+            "--feature-gates",
+            "CgroupReconcile=true,SystemConfig=true",
         ],
     ),
 ];

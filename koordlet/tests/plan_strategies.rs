@@ -18,6 +18,7 @@ fn run(fixture: &str, gates: &str) -> Value {
             cgroups: None,
             gates: FeatureGates::parse(gates).unwrap(),
             collect_interval_seconds: 1.0,
+            system_files: None,
         },
     )
 }
@@ -142,6 +143,7 @@ fn missing_usage_skips_with_reasons_instead_of_guessing() {
             cgroups: None,
             gates: FeatureGates::parse("BEMemoryEvict=true,BECPUEvict=true").unwrap(),
             collect_interval_seconds: 1.0,
+            system_files: None,
         },
     );
     assert!(names(&out).is_empty());
@@ -174,6 +176,7 @@ fn suppress_budget_in_plan_subtracts_non_be_host_applications() {
         cgroups: None,
         gates: FeatureGates::parse("BECPUSuppress=true").unwrap(),
         collect_interval_seconds: 1.0,
+        system_files: None,
     };
     let budget = |input: &koordlet::plan::PlanInput| {
         plan(input, &options)["strategies"]["cpu_suppress"]["budget"].clone()

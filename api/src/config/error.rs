@@ -109,6 +109,18 @@ pub enum Rule {
         /// The sum.
         sum: i64,
     },
+    /// A sum of bandwidth quantities above the node's total network bandwidth.
+    #[error(
+        "sum of {what} is {sum}, above totalNetworkBandwidth {total} of the system-config strategy for these nodes"
+    )]
+    SumAboveTotalBandwidth {
+        /// What was summed.
+        what: &'static str,
+        /// The sum, in units (bits or bytes per second, as the config writes them).
+        sum: i64,
+        /// The `totalNetworkBandwidth` it is checked against, in the same units.
+        total: i64,
+    },
 }
 
 /// One problem in one ConfigMap key: the key, the field path inside its JSON, and the rule.

@@ -33,6 +33,10 @@
 //! - A node-entry selector that does not parse makes the key invalid (upstream skips the entry).
 //! - A blank key is its default (upstream: JSON error except for colocation).
 //! - Unset fields of a node entry always inherit, including `totalNetworkBandwidth`.
+//! - Network bandwidth requests (`ingressRequest`/`egressRequest` quantities of LSR+LS+BE) are
+//!   checked against the `totalNetworkBandwidth` of the system-config entry with the same
+//!   selector, else of its cluster strategy (upstream takes 0 when no entry matches); a total
+//!   of `0` means unknown (nodes may carry the bandwidth annotation) and is not checked against.
 //! - Node overrides that do not parse or would leave the valid range are ignored with a note
 //!   (see [`node`]); a bad network-bandwidth annotation no longer drops the system strategy.
 //! - Webhook-only rules (empty selectors, overlaps, names) are separate functions

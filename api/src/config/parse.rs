@@ -324,7 +324,7 @@ impl SloConfig {
             nested: Some("cpuBurstStrategy"),
             pods: true,
         };
-        ParsedConfig {
+        let mut parsed = ParsedConfig {
             colocation: strategy_key::<ColocationCfg, _>(
                 data,
                 ConfigKey::Colocation,
@@ -393,6 +393,17 @@ impl SloConfig {
                     kind: WarningKind::UnknownKey,
                 })
                 .collect(),
+        };
+        // The one cross-key rule: network bandwidth requests against system-config's total.
+        if let (Ok(qos), Ok(system)) = (&parsed.resource_qos.result, &parsed.system.result) {
+            let errors = validate_qos::network_bandwidth(qos, system);
+            if !errors.is_empty() {
+                parsed.resource_qos.result = Err(KeyError {
+                    key: ConfigKey::ResourceQos,
+                    errors,
+                });
+            }
         }
+        parsed
     }
 }

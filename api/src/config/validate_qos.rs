@@ -2,10 +2,13 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::error::Rule;
+use super::ConfigKey;
+use super::error::{ConfigError, Rule};
+use super::layer::Layered;
 use super::syntax::is_non_negative_quantity;
 use super::validate::Check;
-use crate::nodeslo::{ResourceQos, ResourceQosStrategy};
+use crate::nodeslo::{NetworkQosCfg, ResourceQos, ResourceQosStrategy, SystemStrategy};
+use crate::quantity::ExactQuantity;
 
 /// Validates one ResourceQOS strategy.
 pub(crate) fn resource_qos(s: &ResourceQosStrategy, c: &mut Check<'_>) {
@@ -114,8 +117,8 @@ fn class_qos(q: &ResourceQos, c: &mut Check<'_>) {
 }
 
 /// One format (percent or quantity) per strategy, and the LSR+LS+BE percent requests of each
-/// direction sum to at most 100. (Quantity sums against `totalNetworkBandwidth` need quantity
-/// arithmetic and a system strategy; they are not checked here.)
+/// direction sum to at most 100. (Quantity sums against `totalNetworkBandwidth` need the
+/// system-config key: [`network_bandwidth`].)
 fn network_totals(s: &ResourceQosStrategy, c: &mut Check<'_>) {
     let all = [
         &s.lsr_class,
@@ -177,4 +180,82 @@ fn network_totals(s: &ResourceQosStrategy, c: &mut Check<'_>) {
             },
         );
     }
+}
+
+/// Picks one network value out of a class's `networkQOS`.
+type NetField = fn(&NetworkQosCfg) -> &Option<IntOrString>;
+
+/// The LSR+LS+BE quantity requests of one direction, in whole units (Go's `Value`, rounded up).
+fn quantity_requests(s: &ResourceQosStrategy, pick: NetField) -> i64 {
+    [&s.lsr_class, &s.ls_class, &s.be_class]
+        .iter()
+        .filter_map(|q| q.as_ref().and_then(|q| q.network_qos.as_ref()))
+        .filter_map(|n| match pick(n) {
+            Some(IntOrString::String(q)) => ExactQuantity::parse(q).ok().map(ExactQuantity::value),
+            _ => None,
+        })
+        .fold(0i64, i64::saturating_add)
+}
+
+/// Cross-key rule of `resource-qos-config` against `system-config` (upstream's
+/// `CheckTotalQuantityIsValid`): in the cluster strategy and in each node entry, the LSR+LS+BE
+/// `ingressRequest` quantities, and the `egressRequest` ones, add up to at most the
+/// `totalNetworkBandwidth` that applies: the system-config node entry with an identical node
+/// selector, else the system-config cluster strategy. A bandwidth of `0` (the default: unknown,
+/// nodes may carry it in the `node.koordinator.sh/network-bandwidth` annotation) or one that is
+/// not a quantity (reported by system-config's own rules) is not checked against. Upstream
+/// checks against 0 in some of these cases (rejecting any quantity) and skips the cluster
+/// strategy in others, and takes 0 when system-config has node entries but none with that
+/// selector; we fall back to the cluster's bandwidth there.
+pub(crate) fn network_bandwidth(
+    qos: &Layered<ResourceQosStrategy>,
+    system: &Layered<SystemStrategy>,
+) -> Vec<ConfigError> {
+    let key = ConfigKey::ResourceQos;
+    // "0" (the default) means unknown: nodes may get theirs from the
+    // node.koordinator.sh/network-bandwidth annotation, so there is nothing to check against.
+    let total_of = |s: &SystemStrategy| {
+        ExactQuantity::parse(&s.total_network_bandwidth.0)
+            .ok()
+            .map(ExactQuantity::value)
+            .filter(|t| *t > 0)
+    };
+    let mut errors: Vec<ConfigError> = Vec::new();
+    let directions: [(&'static str, NetField); 2] = [
+        ("LSR+LS+BE networkQOS.ingressRequest", |n| &n.ingress_request),
+        ("LSR+LS+BE networkQOS.egressRequest", |n| &n.egress_request),
+    ];
+    let over = |strategy: &ResourceQosStrategy, total: Option<i64>| -> Vec<Rule> {
+        let Some(total) = total else { return Vec::new() };
+        directions
+            .iter()
+            .map(|(what, pick)| (*what, quantity_requests(strategy, *pick)))
+            .filter(|(_, sum)| *sum > total)
+            .map(|(what, sum)| Rule::SumAboveTotalBandwidth { what, sum, total })
+            .collect()
+    };
+    let cluster_total = total_of(&system.cluster);
+    let cluster_rules = over(&qos.cluster, cluster_total);
+    for rule in &cluster_rules {
+        errors.push(ConfigError::new(key, key.cluster_path().to_owned(), rule.clone()));
+    }
+    for entry in &qos.nodes {
+        let total = system
+            .nodes
+            .iter()
+            .find(|n| n.node_selector == entry.node_selector)
+            .map_or(cluster_total, |n| total_of(&n.strategy));
+        // A node entry that only inherits the cluster's excess is not reported twice.
+        for rule in over(&entry.strategy, total)
+            .into_iter()
+            .filter(|r| !cluster_rules.contains(r))
+        {
+            errors.push(ConfigError::new(
+                key,
+                format!("{}[{}]", key.nodes_field(), entry.index),
+                rule,
+            ));
+        }
+    }
+    errors
 }

@@ -3,6 +3,7 @@
 mod bench;
 mod defaults;
 mod merge;
+mod network_bandwidth;
 mod pod_burst;
 mod proptests;
 mod roundtrip;

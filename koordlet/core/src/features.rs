@@ -59,12 +59,14 @@ pub const IMPLEMENTED: &[&str] = &[
     "CoreSched",
     "RdtResctrl",
     "CPUSetAllocator",
+    "CgroupReconcile",
+    "SystemConfig",
 ];
 
 /// `koordlet --help` text of `--feature-gates` (kept equal to [`IMPLEMENTED`] by a test).
 pub const HELP: &str = "Feature gates, `Name=true|false,...` (upstream names and defaults). \
 Implemented: BECPUSuppress, BECPUEvict, BEMemoryEvict, CPUBurst, BatchResource, GroupIdentity \
-(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler). Every other upstream gate is \
+(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler), CgroupReconcile (memory QoS), SystemConfig. Every other upstream gate is \
 accepted and does nothing; the enabled ones are named in a warning at start.";
 
 /// Whether `name` has code behind it (see [`IMPLEMENTED`]).

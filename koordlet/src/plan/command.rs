@@ -55,6 +55,13 @@ pub fn run(args: &PlanArgs) -> i32 {
             cgroups,
             gates,
             collect_interval_seconds: 1.0,
+            system_files: args
+                .proc_sys_root
+                .clone()
+                .map(|proc_sys| crate::system_config::SystemFiles {
+                    proc_sys,
+                    sys: args.sys_root.clone().unwrap_or_default(),
+                }),
         },
         args.resctrl_root.as_deref(),
     );

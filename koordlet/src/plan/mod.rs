@@ -25,6 +25,7 @@ use koordlet_core::CgroupWrite;
 use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::cpu_qos::CpuQosKernel;
 use koordlet_core::strategies::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
+use koordlet_core::strategies::memory_qos::MemoryQosKernel;
 
 /// Bad plan input: names the document and the field.
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +127,8 @@ pub struct PlanOptions {
     pub gates: FeatureGates,
     /// The collect interval the NodeMetric status is taken to be sampled at, seconds.
     pub collect_interval_seconds: f64,
+    /// Sysctl trees to read current values from (`None`: a mainline kernel's defaults).
+    pub system_files: Option<crate::system_config::SystemFiles>,
 }
 
 /// One write as printed.
@@ -183,6 +186,29 @@ fn print_write(w: &CgroupWrite, options: &PlanOptions) -> PrintedWrite {
     }
 }
 
+/// `strategies.system_config`: the sysctl writes the agent would make on a node that never ran
+/// it (nothing remembered yet), against the given sysctl trees or a mainline kernel's defaults.
+fn system_config(slo: Option<&koord_api::NodeSLOSpec>, node: &NodeFacts, options: &PlanOptions) -> Value {
+    use koordlet_core::strategies::system_config::{self, GATE, SystemConfigInput};
+    if !options.gates.enabled(GATE) {
+        return json!({"skipped": format!("feature gate {GATE} is off")});
+    }
+    let Some(strategy) = slo.and_then(|s| s.system_strategy.as_ref()) else {
+        return json!({"skipped": "no systemStrategy in the NodeSLO"});
+    };
+    let current = match &options.system_files {
+        Some(files) => files.read_all(),
+        None => crate::system_config::assumed_current(node.memory_capacity_bytes),
+    };
+    let plan = system_config::decide(&SystemConfigInput {
+        strategy: Some(strategy),
+        memory_capacity_bytes: node.memory_capacity_bytes,
+        current: &current,
+        originals: &std::collections::BTreeMap::new(),
+    });
+    serde_json::to_value(plan).unwrap_or(Value::Null)
+}
+
 /// Runs every decision on the input and returns the JSON document `plan` prints (resctrl
 /// skipped: no tree).
 pub fn plan(input: &PlanInput, options: &PlanOptions) -> Value {
@@ -204,7 +230,12 @@ pub fn plan_with_resctrl(input: &PlanInput, options: &PlanOptions, resctrl_root:
             }
         })
         .collect();
-    let node = input.node.as_ref().map(NodeFacts::from_node).unwrap_or_default();
+    let mut node = input.node.as_ref().map(NodeFacts::from_node).unwrap_or_default();
+    node.memory_qos_kernel = match (&options.cgroups, options.version) {
+        (Some(c), _) => crate::gather::memory_qos_kernel(c, &paths),
+        (None, CgroupVersion::V2) => MemoryQosKernel::CgroupV2,
+        (None, CgroupVersion::V1) => MemoryQosKernel::Absent,
+    };
     let slo = input.node_slo.as_ref().map(|s| &s.spec);
     let interval = options.collect_interval_seconds;
     let usage = offline::usage(
@@ -256,6 +287,7 @@ pub fn plan_with_resctrl(input: &PlanInput, options: &PlanOptions, resctrl_root:
     writes.extend(resctrl_writes);
     if let Value::Object(map) = &mut strategies {
         map.insert("resctrl".into(), resctrl_report);
+        map.insert("system_config".into(), system_config(slo, &node, options));
     }
     json!({
         "writes": writes,

@@ -255,3 +255,57 @@ fn cgroup_v2_vm_burst_values_are_accepted() {
         assert!(burst <= quota, "burst {burst} over quota {quota}");
     }
 }
+
+#[test]
+#[ignore = "runs inside the cgroup v2 VM"]
+fn cgroup_v2_vm_memory_qos_values_are_accepted() {
+    in_vm_only!();
+    use koordlet_core::strategies::memory_qos::{self, MemoryQosInput};
+    let mut tree = V2Tree::new("memory-qos");
+    let paths = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new(&tree.name)).unwrap();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "test", "uid": UID, "labels": {"koordinator.sh/qosClass": "LS"}},
+        "spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"memory": "256Mi"}, "limits": {"memory": "512Mi"}}}]},
+        "status": {"qosClass": "Burstable", "phase": "Running",
+                   "containerStatuses": [{"name": "c", "containerID": CONTAINER, "image": "", "imageID": "", "ready": true, "restartCount": 0}]}
+    }))
+    .unwrap();
+    let meta = PodMeta::new(Arc::new(pod)).unwrap();
+    let container = paths.container_dir(meta.kube_qos, &meta.uid, meta.containers[0].id.as_ref().unwrap());
+    let rel = container
+        .as_path()
+        .strip_prefix(&tree.name)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    tree.mkdir(&rel);
+    tree.mkdir("kubepods/besteffort");
+    let strategy = serde_json::from_value(serde_json::json!({"lsClass": {"memoryQOS": {
+        "enable": true, "minLimitPercent": 50, "lowLimitPercent": 80, "throttlingPercent": 50}}}))
+    .unwrap();
+    let plan = memory_qos::decide(&MemoryQosInput {
+        strategy: &strategy,
+        pods: std::slice::from_ref(&meta),
+        paths: &paths,
+        allocatable_memory_bytes: 1 << 30,
+    });
+    let (_, mut exec) = executor();
+    apply(&mut exec, &plan.writes);
+    let mi = 1i64 << 20;
+    assert_eq!(tree.read(&rel, "memory.min"), (128 * mi).to_string());
+    // 80 % of 256Mi in whole pages: what the kernel would store anyway, so it reads back equal.
+    assert_eq!(
+        tree.read(&rel, "memory.low"),
+        (256 * mi * 8 / 10 / 4096 * 4096).to_string()
+    );
+    assert_eq!(tree.read(&rel, "memory.high"), (384 * mi).to_string());
+    assert_eq!(
+        tree.read("kubepods/burstable", "memory.min"),
+        (128 * mi).to_string()
+    );
+    // Protection is granted down the tree: the container's effective min is its own.
+    let events = tree.read(&rel, "memory.events");
+    println!("memory_qos: min/low/high accepted; container memory.events: {events}");
+}

@@ -9,8 +9,11 @@
 use koord_api::nodeslo::{CpuEvictPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-use super::eviction::{EvictCandidate, EvictionPick, cooling_down, select_victims};
+use super::eviction::{EvictCandidate, EvictionPick, ExemptPod, cooling_down, select_victims};
 
+/// The feature (gate) name a pod's `koordinator.sh/eviction-policy` must list for this
+/// strategy to evict it.
+pub const FEATURE: &str = "BECPUEvict";
 /// Strategy name in plans and audit lines.
 pub const STRATEGY: &str = "cpu_evict";
 /// Event reason of the evictions this strategy asks for.
@@ -107,6 +110,9 @@ pub struct CpuEvictPlan {
     pub released_milli: i64,
     /// Pods to evict, in order.
     pub evictions: Vec<EvictionPick>,
+    /// BE pods whose `koordinator.sh/eviction-policy` keeps them out of this strategy's picks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exempt: Vec<ExemptPod>,
 }
 
 /// Satisfaction thresholds after validation.
@@ -215,6 +221,7 @@ pub fn decide(input: &CpuEvictInput<'_>) -> CpuEvictPlan {
         in_flight_milli: 0,
         released_milli: 0,
         evictions: Vec::new(),
+        exempt: Vec::new(),
     };
     if s.enable != Some(true) {
         plan.action = CpuEvictAction::Disabled;

@@ -2,8 +2,75 @@
 //! eviction safe (only BE pods, never a pod already being evicted, pods in flight count as
 //! released).
 
+use std::collections::BTreeSet;
+
 use koord_api::QoSClass;
 use serde::Serialize;
+
+/// The pod annotation that names the koordlet features allowed to evict the pod.
+pub const ANNOTATION_EVICTION_POLICY: &str = "koordinator.sh/eviction-policy";
+
+/// What a pod's `koordinator.sh/eviction-policy` annotation says (upstream's semantics): a JSON
+/// list of feature-gate names (`["BECPUEvict","BEMemoryEvict"]`) that may evict the pod. No
+/// annotation: every feature may. An annotation that is not a JSON list of strings: none may
+/// (the safe reading of a typo; the plan lists the pod with the parse error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    /// No annotation: no restriction.
+    Unrestricted,
+    /// Only these features (an empty list protects the pod from every eviction).
+    Features(BTreeSet<String>),
+    /// The annotation does not parse; no feature may evict the pod.
+    Invalid(String),
+}
+
+impl EvictionPolicy {
+    /// Reads the annotation's value (`None` when the pod has none).
+    pub fn parse(annotation: Option<&str>) -> EvictionPolicy {
+        let Some(text) = annotation else {
+            return EvictionPolicy::Unrestricted;
+        };
+        match serde_json::from_str::<Vec<String>>(text) {
+            Ok(features) => {
+                EvictionPolicy::Features(features.into_iter().map(|f| f.trim().to_owned()).collect())
+            }
+            Err(e) => EvictionPolicy::Invalid(e.to_string()),
+        }
+    }
+
+    /// Whether the feature named `feature` (a gate name such as `BECPUEvict`) may evict the pod.
+    pub fn allows(&self, feature: &str) -> bool {
+        match self {
+            EvictionPolicy::Unrestricted => true,
+            EvictionPolicy::Features(f) => f.contains(feature),
+            EvictionPolicy::Invalid(_) => false,
+        }
+    }
+
+    /// Why `feature` may not evict the pod (`None` when it may): what the plan prints.
+    pub fn refusal(&self, feature: &str) -> Option<String> {
+        match self {
+            _ if self.allows(feature) => None,
+            EvictionPolicy::Features(f) => Some(format!(
+                "{ANNOTATION_EVICTION_POLICY} allows only [{}]",
+                f.iter().cloned().collect::<Vec<_>>().join(",")
+            )),
+            EvictionPolicy::Invalid(e) => Some(format!(
+                "{ANNOTATION_EVICTION_POLICY} is not a JSON list of feature names ({e}): no feature may evict the pod"
+            )),
+            EvictionPolicy::Unrestricted => None,
+        }
+    }
+}
+
+/// A BE pod the eviction policy keeps out of a strategy's picks, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExemptPod {
+    /// `namespace/name`.
+    pub pod: String,
+    /// What the annotation says.
+    pub reason: String,
+}
 
 /// One pod on the node as eviction sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,4 +237,41 @@ fn by_priority(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
 /// memory tie-breaker), then UID.
 fn by_identity(a: &EvictCandidate, b: &EvictCandidate) -> std::cmp::Ordering {
     (&b.namespace, &b.name, &b.uid).cmp(&(&a.namespace, &a.name, &a.uid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_policy_reads_upstreams_annotation() {
+        // (annotation, allows BECPUEvict, allows BEMemoryEvict)
+        let cases = [
+            (None, true, true),
+            (Some(r#"["BECPUEvict"]"#), true, false),
+            (Some(r#"["BEMemoryEvict","MemoryEvict"]"#), false, true),
+            (Some(r#"["BECPUEvict","BEMemoryEvict"]"#), true, true),
+            (Some(r#"[" BEMemoryEvict "]"#), false, true),
+            (Some("[]"), false, false),
+            (Some(""), false, false),
+            (Some("BECPUEvict"), false, false),
+            (Some(r#"{"BECPUEvict":true}"#), false, false),
+            (Some("[1, 2]"), false, false),
+            (Some(r#"["becpuevict"]"#), false, false),
+        ];
+        for (annotation, cpu, memory) in cases {
+            let policy = EvictionPolicy::parse(annotation);
+            assert_eq!(policy.allows("BECPUEvict"), cpu, "{annotation:?}");
+            assert_eq!(policy.allows("BEMemoryEvict"), memory, "{annotation:?}");
+            assert_eq!(policy.refusal("BECPUEvict").is_none(), cpu, "{annotation:?}");
+        }
+        assert!(matches!(
+            EvictionPolicy::parse(Some("nope")),
+            EvictionPolicy::Invalid(_)
+        ));
+        let why = EvictionPolicy::parse(Some(r#"["BECPUEvict"]"#))
+            .refusal("BEMemoryEvict")
+            .unwrap();
+        assert_eq!(why, "koordinator.sh/eviction-policy allows only [BECPUEvict]");
+    }
 }

@@ -5,8 +5,11 @@
 use koord_api::nodeslo::ResourceThresholdStrategy;
 use serde::Serialize;
 
-use super::eviction::{EvictCandidate, EvictionPick, cooling_down, select_victims};
+use super::eviction::{EvictCandidate, EvictionPick, ExemptPod, cooling_down, select_victims};
 
+/// The feature (gate) name a pod's `koordinator.sh/eviction-policy` must list for this
+/// strategy to evict it.
+pub const FEATURE: &str = "BEMemoryEvict";
 /// Strategy name in plans and audit lines.
 pub const STRATEGY: &str = "memory_evict";
 /// Event reason of the evictions this strategy asks for.
@@ -77,6 +80,9 @@ pub struct MemoryEvictPlan {
     pub released_bytes: u64,
     /// Pods to evict, in order.
     pub evictions: Vec<EvictionPick>,
+    /// BE pods whose `koordinator.sh/eviction-policy` keeps them out of this strategy's picks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exempt: Vec<ExemptPod>,
 }
 
 fn memory_of(p: &EvictCandidate) -> f64 {
@@ -103,6 +109,7 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
         in_flight_bytes: 0,
         released_bytes: 0,
         evictions: Vec::new(),
+        exempt: Vec::new(),
     };
     if s.enable != Some(true) {
         plan.action = MemoryEvictAction::Disabled;

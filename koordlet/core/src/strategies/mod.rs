@@ -10,6 +10,8 @@
 //! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
+//! * [`system_config`]: node sysctls of `systemStrategy`, restored on removal.
+//! * [`memory_qos`]: `memory.min`/`low`/`high` from requests and limits (cgroup v2).
 //! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters;
 //!   [`fast_step`] turns its decision into the writes the loop applies.
 //! * [`resctrl`]: cache ways and memory bandwidth per QoS class (resctrl groups).
@@ -28,11 +30,13 @@ pub mod cpuset_policy;
 pub mod engine;
 pub mod eviction;
 pub mod memory_evict;
+pub mod memory_qos;
 #[cfg(test)]
 mod proptests;
 pub mod resctrl;
 pub mod settle;
 pub mod share_pool;
+pub mod system_config;
 // After the others: the fast path of cpu_suppress.
 pub mod fast_step;
 pub mod fast_suppress;

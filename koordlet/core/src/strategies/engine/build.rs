@@ -12,7 +12,7 @@ use crate::strategies::cpu_burst::{BurstContainer, BurstParams, BurstPod, ShareP
 use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage};
 use crate::strategies::cpuset::{CpuInfo, CpuList};
 use crate::strategies::cpuset_policy::KubeletCpuManager;
-use crate::strategies::eviction::EvictCandidate;
+use crate::strategies::eviction::{ANNOTATION_EVICTION_POLICY, EvictCandidate, EvictionPolicy, ExemptPod};
 use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS};
 use crate::{CgroupDir, KubeCgroupPaths};
 
@@ -34,6 +34,11 @@ pub struct NodeFacts {
     /// The kubelet's CPU manager policy (from its `cpu_manager_state`; the agent fills it in):
     /// under `static` koordlet leaves cpusets to the kubelet.
     pub kubelet_cpu_manager: KubeletCpuManager,
+    /// Allocatable memory, bytes (capacity when unset): memory QoS's limit of an unlimited
+    /// container.
+    pub memory_allocatable_bytes: u64,
+    /// Whether the kernel has the memory QoS files (probed by the caller; absent by default).
+    pub memory_qos_kernel: crate::strategies::memory_qos::MemoryQosKernel,
 }
 
 impl NodeFacts {
@@ -72,12 +77,17 @@ impl NodeFacts {
                 (cpu, cpus)
             })
             .unwrap_or_default();
+        let memory_capacity_bytes = amount(capacity, "memory")
+            .and_then(|m| u64::try_from(m).ok())
+            .unwrap_or(0);
         NodeFacts {
             cpu_capacity_milli,
             cpu_allocatable_milli: amount(allocatable, "cpu").unwrap_or(cpu_capacity_milli),
-            memory_capacity_bytes: amount(capacity, "memory")
+            memory_capacity_bytes,
+            memory_allocatable_bytes: amount(allocatable, "memory")
                 .and_then(|m| u64::try_from(m).ok())
-                .unwrap_or(0),
+                .unwrap_or(memory_capacity_bytes),
+            memory_qos_kernel: Default::default(),
             batch_cpu_allocatable_milli: amount(allocatable, names::RESOURCE_BATCH_CPU)
                 .or_else(|| amount(allocatable, names::DEPRECATED_RESOURCE_BATCH_CPU)),
             annotation_reserved_milli,
@@ -187,13 +197,33 @@ pub fn cgroup_reads(
     reads
 }
 
-/// Eviction candidates: every running pod with its usage and batch-cpu request.
-pub(super) fn candidates(input: &EngineInput<'_>) -> Vec<EvictCandidate> {
-    input
+/// Eviction candidates of the strategy behind `feature` (its gate name): every running pod with
+/// its usage, batch-cpu request and whether its `koordinator.sh/eviction-policy` lets `feature`
+/// evict it; with the BE pods the policy exempts and why.
+pub(super) fn candidates(input: &EngineInput<'_>, feature: &str) -> (Vec<EvictCandidate>, Vec<ExemptPod>) {
+    let mut exempt = Vec::new();
+    let candidates = input
         .pods
         .iter()
         .filter(|p| p.is_running())
         .map(|p| {
+            let policy = EvictionPolicy::parse(
+                p.pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_EVICTION_POLICY))
+                    .map(String::as_str),
+            );
+            let refusal = policy.refusal(feature);
+            if let Some(reason) = &refusal
+                && p.qos == QoSClass::Be
+            {
+                exempt.push(ExemptPod {
+                    pod: format!("{}/{}", p.namespace, p.name),
+                    reason: reason.clone(),
+                });
+            }
             let usage = input.usage.pods.get(p.uid.as_str()).copied().unwrap_or_default();
             let batch_cpu_request_milli = p
                 .pod
@@ -216,10 +246,11 @@ pub(super) fn candidates(input: &EngineInput<'_>) -> Vec<EvictCandidate> {
                 batch_cpu_request_milli,
                 memory_usage_bytes: usage.memory_bytes,
                 being_evicted: input.in_flight.contains(p.uid.as_str()),
-                eviction_allowed: true,
+                eviction_allowed: refusal.is_none(),
             }
         })
-        .collect()
+        .collect();
+    (candidates, exempt)
 }
 
 /// Per-pod CPU usage for the suppress budget.

@@ -245,6 +245,8 @@ pub struct Strategies {
     pub core_sched: Report<super::cpu_qos::CoreSchedPlan>,
     /// CPU set policies (`exclusive` / `share` / `none`) and scheduler-bound LSE/LSR cpusets.
     pub cpuset_policy: Report<super::cpuset_policy::CpusetPolicyPlan>,
+    /// Memory QoS (`memory.min`/`low`/`high`).
+    pub memory_qos: Report<super::memory_qos::MemoryQosPlan>,
 }
 
 /// The plan of one round.
@@ -375,7 +377,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         super::cpu_qos::engine_core_sched(input),
     );
 
-    let candidates = build::candidates(input);
+    let (cpu_candidates, cpu_exempt) = build::candidates(input, cpu_evict::FEATURE);
     let strategy = threshold.unwrap_or(&default_threshold);
     let mut evictions: Vec<EvictionPick> = Vec::new();
     let cpu_evict = if let Some(r) = gate_off(input.gates, "BECPUEvict") {
@@ -383,17 +385,18 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
     } else if threshold.is_none() {
         Report::skipped("no resourceUsedThresholdWithBE in the NodeSLO")
     } else {
-        let plan = cpu_evict::decide(&cpu_evict::CpuEvictInput {
+        let mut plan = cpu_evict::decide(&cpu_evict::CpuEvictInput {
             strategy,
             window: be_window(input),
             latest: input.usage.be_latest.map(|u| be_cpu(input, u)),
             collect_interval_seconds: input.options.collect_interval_seconds,
             batch_allocatable_milli: input.node.batch_cpu_allocatable_milli,
-            pods: &candidates,
+            pods: &cpu_candidates,
             now_seconds: input.now_seconds,
             last_eviction_seconds: input.state.cpu_evict_last,
             cool_down_seconds: input.options.cpu_evict_cool_down_seconds,
         });
+        plan.exempt = cpu_exempt;
         if !plan.evictions.is_empty() {
             next_state.cpu_evict_last = Some(input.now_seconds);
         }
@@ -405,7 +408,8 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
     } else if threshold.is_none() {
         Report::skipped("no resourceUsedThresholdWithBE in the NodeSLO")
     } else {
-        let plan = memory_evict::decide(&memory_evict::MemoryEvictInput {
+        let (candidates, exempt) = build::candidates(input, memory_evict::FEATURE);
+        let mut plan = memory_evict::decide(&memory_evict::MemoryEvictInput {
             strategy,
             capacity_bytes: input.node.memory_capacity_bytes,
             used_bytes: input.usage.node_memory_bytes,
@@ -414,6 +418,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             last_eviction_seconds: input.state.memory_evict_last,
             cool_down_seconds: input.options.memory_evict_cool_down_seconds,
         });
+        plan.exempt = exempt;
         if !plan.evictions.is_empty() {
             next_state.memory_evict_last = Some(input.now_seconds);
         }
@@ -423,6 +428,14 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             }
         }
         Report::Ran(plan)
+    };
+
+    let memory_qos = match super::memory_qos::from_engine(input) {
+        Ok(plan) => {
+            writes.extend(plan.writes.iter().cloned());
+            Report::Ran(plan)
+        }
+        Err(reason) => Report::skipped(reason),
     };
 
     EnginePlan {
@@ -438,6 +451,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             cpu_qos,
             core_sched,
             cpuset_policy,
+            memory_qos,
         },
         next_state,
     }

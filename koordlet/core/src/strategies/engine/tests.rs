@@ -145,6 +145,52 @@ fn memory_over_threshold_evicts_the_biggest_be_pod_only() {
 }
 
 #[test]
+fn eviction_policy_annotation_limits_which_strategy_may_evict() {
+    // (annotation on be-big, memory_evict picks, exempt from memory_evict, exempt from cpu_evict)
+    let cases: [(Option<&str>, &[&str], bool, bool); 6] = [
+        (None, &["be-big", "be-small"], false, false),
+        (Some(r#"["BEMemoryEvict"]"#), &["be-big", "be-small"], false, true),
+        (Some(r#"["BECPUEvict","CPUEvict"]"#), &["be-small"], true, false),
+        (
+            Some(r#"["BECPUEvict","BEMemoryEvict"]"#),
+            &["be-big", "be-small"],
+            false,
+            false,
+        ),
+        (Some("[]"), &["be-small"], true, true),
+        (Some("BEMemoryEvict"), &["be-small"], true, true),
+    ];
+    for (annotation, picks, memory_exempt, cpu_exempt) in cases {
+        let mut w = memory_world();
+        w.gates = FeatureGates::parse("BEMemoryEvict=true,BECPUEvict=true").unwrap();
+        if let Some(a) = annotation {
+            w.pods[2] = pod(
+                "be-big",
+                "default",
+                "u-be2",
+                "BE",
+                json!({"metadata": {"annotations": {"koordinator.sh/eviction-policy": a}}}),
+            );
+        }
+        let plan = w.run();
+        let names: Vec<_> = plan.evictions.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, picks, "{annotation:?}");
+        let memory = plan.strategies.memory_evict.ran().unwrap();
+        let cpu = plan.strategies.cpu_evict.ran().unwrap();
+        assert_eq!(!memory.exempt.is_empty(), memory_exempt, "{annotation:?}");
+        assert_eq!(!cpu.exempt.is_empty(), cpu_exempt, "{annotation:?}");
+        for e in memory.exempt.iter().chain(&cpu.exempt) {
+            assert_eq!(e.pod, "default/be-big");
+            assert!(
+                e.reason.contains("koordinator.sh/eviction-policy"),
+                "{}",
+                e.reason
+            );
+        }
+    }
+}
+
+#[test]
 fn in_flight_pods_are_not_picked_again() {
     let mut w = memory_world();
     w.usage.node_memory_bytes = Some(70 * GI);
