@@ -260,6 +260,8 @@ fn cgroup_v2_vm_burst_values_are_accepted() {
 #[ignore = "runs inside the cgroup v2 VM"]
 fn cgroup_v2_vm_memory_qos_values_are_accepted() {
     in_vm_only!();
+    use k8s_openapi::api::core::v1::Pod;
+    use koordlet_core::PodMeta;
     use koordlet_core::strategies::memory_qos::{self, MemoryQosInput};
     let mut tree = V2Tree::new("memory-qos");
     let paths = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new(&tree.name)).unwrap();
