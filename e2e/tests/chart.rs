@@ -79,6 +79,8 @@ mod cluster;
 mod rbac;
 #[path = "chart_cases/render.rs"]
 mod render;
+#[path = "chart_cases/schema.rs"]
+mod schema;
 #[path = "chart_cases/versions.rs"]
 mod versions;
 #[path = "chart_cases/wiring.rs"]
