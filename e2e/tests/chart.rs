@@ -75,6 +75,8 @@ fn variant_name(set: &[&str]) -> String {
 
 #[path = "chart_cases/cluster.rs"]
 mod cluster;
+#[path = "chart_cases/labels.rs"]
+mod labels;
 #[path = "chart_cases/rbac.rs"]
 mod rbac;
 #[path = "chart_cases/render.rs"]

@@ -166,6 +166,7 @@ sloConfig:
   hostApplicationConfig: {}
 "#,
     r#"
+selectorStyle: upstream
 manager: {enabled: false}
 webhook:
   certs: {mode: secret}
