@@ -73,6 +73,8 @@ fn variant_name(set: &[&str]) -> String {
     }
 }
 
+#[path = "chart_cases/availability.rs"]
+mod availability;
 #[path = "chart_cases/cluster.rs"]
 mod cluster;
 #[path = "chart_cases/labels.rs"]

@@ -31,7 +31,7 @@ fn helm_lint_and_template_succeed_and_render_the_expected_kinds() {
         ("DaemonSet", 1),
         ("Deployment", 2),
         ("MutatingWebhookConfiguration", 1),
-        ("PodDisruptionBudget", 1),
+        ("PodDisruptionBudget", 2),
         ("PriorityClass", 4),
         ("Role", 2),
         ("RoleBinding", 2),

@@ -92,6 +92,7 @@ manager:
   affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: infra, operator: Exists}]}]}}}
   podAnnotations: {a: b}
   podLabels: {c: d}
+  podDisruptionBudget: false
   extraArgs: ["--slo-config-name=slo-controller-config"]
   extraEnv: [{name: EXTRA, value: "1"}]
 webhook:
@@ -147,6 +148,7 @@ koordlet:
   tolerations: []
   affinity: {}
   updateStrategy: {type: OnDelete}
+  minReadySeconds: 0
   podAnnotations: {}
   podLabels: {}
   extraArgs: []
