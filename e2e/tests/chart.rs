@@ -79,6 +79,8 @@ mod availability;
 mod cluster;
 #[path = "chart_cases/labels.rs"]
 mod labels;
+#[path = "chart_cases/monitoring.rs"]
+mod monitoring;
 #[path = "chart_cases/rbac.rs"]
 mod rbac;
 #[path = "chart_cases/render.rs"]

@@ -153,6 +153,9 @@ koordlet:
   podLabels: {}
   extraArgs: []
   extraEnv: []
+metricsService: {enabled: true}
+serviceMonitor: {enabled: true, interval: 1m, scrapeTimeout: 30s, labels: {release: prometheus}}
+podMonitor: {enabled: true, interval: 15s, scrapeTimeout: 5s, labels: {release: prometheus}}
 priorityClasses:
   create: true
   classes:
