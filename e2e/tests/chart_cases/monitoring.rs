@@ -74,9 +74,15 @@ fn the_service_monitor_scrapes_each_component_s_metrics_port_through_its_service
             monitor["spec"]["namespaceSelector"]["matchNames"],
             json!([NAMESPACE])
         );
-        assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
-        assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
-        assert_eq!(monitor["spec"]["endpoints"][0]["interval"], "15s");
+        // job = koord-app, as upstream's koordlet ServiceMonitor
+        assert_eq!(monitor["spec"]["jobLabel"], "koord-app");
+        let endpoints = monitor["spec"]["endpoints"].as_array().unwrap();
+        let endpoint_ports: Vec<&str> = endpoints.iter().map(|e| e["port"].as_str().unwrap()).collect();
+        assert_eq!(endpoint_ports, ["metrics", "koordlet-service"]);
+        for endpoint in endpoints {
+            assert_eq!(endpoint["path"], "/metrics");
+            assert_eq!(endpoint["interval"], "15s");
+        }
         let selector = &monitor["spec"]["selector"]["matchLabels"];
 
         // It selects exactly the three metrics Services, not the webhook's HTTPS Service.
@@ -108,7 +114,19 @@ fn the_service_monitor_scrapes_each_component_s_metrics_port_through_its_service
                 );
             }
             let port = &service["spec"]["ports"][0];
-            assert_eq!(port["name"], "metrics");
+            // upstream's koordlet Service names its port koordlet-service: ServiceMonitors
+            // written for upstream (selector koord-app: koordlet) find this one
+            let expected_name = if *name == "koordlet" {
+                "koordlet-service"
+            } else {
+                "metrics"
+            };
+            assert_eq!(port["name"], expected_name);
+            assert!(endpoint_ports.contains(&expected_name));
+            assert_eq!(
+                service["metadata"]["labels"]["koord-app"],
+                workload["spec"]["template"]["metadata"]["labels"]["koord-app"]
+            );
             let target = port["targetPort"].as_str().unwrap();
             assert_eq!(
                 named_container_port(workload, target),
