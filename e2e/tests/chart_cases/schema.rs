@@ -291,3 +291,73 @@ fn wrong_values_are_refused_with_a_message_naming_them() {
     assert!(!ok);
     assert!(stderr.contains("logFormat must be text or json"), "{stderr}");
 }
+
+/// The keys the README's Values table documents: the first cell's backticked keys, with
+/// `a.{b,c}` expanded and `a.*` standing for everything below `a`.
+fn documented_keys() -> Vec<String> {
+    let readme = std::fs::read_to_string(chart_support::chart_dir().join("README.md")).unwrap();
+    let table = readme
+        .split("## Values")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut keys = Vec::new();
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let cell = row.split('|').nth(1).unwrap();
+        for key in cell.split('`').skip(1).step_by(2) {
+            match (key.find('{'), key.find('}')) {
+                (Some(open), Some(close)) => {
+                    for member in key[open + 1..close].split(',') {
+                        keys.push(format!("{}{member}{}", &key[..open], &key[close + 1..]));
+                    }
+                }
+                _ => keys.push(key.to_string()),
+            }
+        }
+    }
+    keys
+}
+
+/// Leaf paths of `values` as far as the schema closes the objects (a passed-through Kubernetes
+/// object or a map of user-chosen keys is one value).
+fn value_paths(root: &Value, schema: &Value, values: &Value, path: &str, out: &mut Vec<String>) {
+    let schema = resolve(root, schema);
+    match (values.as_object(), schema["additionalProperties"] == false) {
+        (Some(map), true) => {
+            for (key, value) in map {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                value_paths(root, &schema["properties"][key], value, &child, out);
+            }
+        }
+        _ => out.push(path.to_string()),
+    }
+}
+
+#[test]
+fn every_value_is_documented_in_the_readme() {
+    let root = schema();
+    let mut paths = Vec::new();
+    value_paths(&root, &root, &default_values(), "", &mut paths);
+    let documented = documented_keys();
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|path| {
+            !documented.iter().any(|key| {
+                key == *path
+                    || key
+                        .strip_suffix(".*")
+                        .is_some_and(|prefix| path.starts_with(&format!("{prefix}.")))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "values without a row in README.md's Values table: {missing:#?}"
+    );
+}
