@@ -361,7 +361,7 @@ pub struct BlockCfg {
     pub block_type: Option<String>,
     /// The limits; kept as given (upstream's cgroup-v1/v2 fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    #[schemars(schema_with = "crate::schema::block_io_cfg")]
     pub io_cfg: Option<BTreeMap<String, serde_json::Value>>,
 }
 

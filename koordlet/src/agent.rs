@@ -74,6 +74,10 @@ pub struct AgentSettings {
     pub dry_run: bool,
     /// Mount resctrl when it is supported and not mounted.
     pub mount_resctrl: bool,
+    /// The kubelet's root dir (its `cpu_manager_state`).
+    pub kubelet_root_dir: PathBuf,
+    /// The CPU set policy state file.
+    pub cpuset_state_file: PathBuf,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -121,6 +125,8 @@ impl AgentSettings {
             suppress_interval: args.suppress_interval,
             dry_run: args.dry_run,
             mount_resctrl: args.mount_resctrl,
+            kubelet_root_dir: args.kubelet_root_dir.clone(),
+            cpuset_state_file: args.cpuset_state_file.clone(),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -148,6 +154,11 @@ pub async fn run(
 
     let mut registry = Registry::with_prefix("koordlet");
     let telemetry = Telemetry::register(&mut registry);
+    telemetry.record_feature_gates(&settings.gates);
+    let without_effect = settings.gates.enabled_without_effect();
+    if !without_effect.is_empty() {
+        warn!(gates = %without_effect.join(", "), "feature gates enabled that do nothing in this koordlet");
+    }
     let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(&mut registry, telemetry.clone());
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
@@ -201,7 +212,13 @@ pub async fn run(
         cgroups.clone(),
         paths.clone(),
         settings.dry_run,
-    ));
+    ))
+    .with_cpuset_policy(
+        crate::cpuset_state::detect_kubelet_cpu_manager(&settings.kubelet_root_dir),
+        Some(crate::cpuset_state::CpusetStateFile::new(
+            &settings.cpuset_state_file,
+        )),
+    );
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
     tasks.spawn(collect_and_decide(
         collector,
@@ -381,9 +398,22 @@ async fn report_node_metric(
     snapshots: watch::Receiver<Snapshot>,
     telemetry: Telemetry,
 ) {
+    let mut snapshots = snapshots;
+    let mut last_report = tokio::time::Instant::now();
     loop {
-        let interval = snapshots.borrow().node_metric.report_interval;
-        tokio::time::sleep(interval).await;
+        // The interval comes with the NodeMetric, which arrives after start: a changed
+        // snapshot re-reads it, so the first report does not wait out the default minute.
+        let interval = snapshots.borrow_and_update().node_metric.report_interval;
+        tokio::select! {
+            () = tokio::time::sleep_until(last_report + interval) => {}
+            changed = snapshots.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        last_report = tokio::time::Instant::now();
         let snapshot = snapshots.borrow().clone();
         let now = MetricTime::from_system_time(SystemTime::now());
         let status = {

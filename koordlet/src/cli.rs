@@ -103,6 +103,19 @@ pub struct AgentArgs {
     /// (otherwise an unmounted resctrl turns the feature off).
     #[arg(long, env = "KOORDLET_MOUNT_RESCTRL")]
     pub mount_resctrl: bool,
+    /// The kubelet's root dir, read-only: its `cpu_manager_state` tells whether the kubelet runs
+    /// the static CPU manager (then CPU set policies are refused and cpu suppress narrows BE
+    /// containers only).
+    #[arg(long, env = "KOORDLET_KUBELET_ROOT_DIR", default_value = "/var/lib/kubelet")]
+    pub kubelet_root_dir: PathBuf,
+    /// Where the CPU set policy allocations are kept, so a restart keeps every pinned container
+    /// on its CPUs (node-local; created on the first allocation).
+    #[arg(
+        long,
+        env = "KOORDLET_CPUSET_STATE_FILE",
+        default_value = "/var/lib/koordlet/cpuset-policy-state.json"
+    )]
+    pub cpuset_state_file: PathBuf,
     /// The kubelet's cgroup driver.
     #[arg(long, env = "KOORDLET_CGROUP_DRIVER", value_enum, default_value = "auto")]
     pub cgroup_driver: DriverArg,
@@ -121,7 +134,7 @@ pub struct AgentArgs {
     #[arg(long, env = "KOORDLET_SUPPRESS_INTERVAL", default_value = "50ms", value_parser = parse_suppress_interval)]
     pub suppress_interval: Duration,
     /// Feature gates, `Name=true|false,...` (upstream names and defaults).
-    #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "")]
+    #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "", long_help = koordlet_core::features::HELP)]
     pub feature_gates: String,
     /// Decide and log, write nothing.
     #[arg(long, env = "KOORDLET_DRY_RUN")]

@@ -258,6 +258,21 @@ impl Evictor {
         }
     }
 
+    /// Publishes a Warning Event on `pod` for a decision that could not be carried out (e.g. a
+    /// CPU set policy that cannot be satisfied); a failure to publish is logged.
+    pub async fn warn_pod(&self, pod: &PodMeta, reason: &str, action: &str, note: &str) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference(pod)).await {
+            warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %e, "cannot publish Event");
+        }
+    }
+
     /// The Eviction version to use, discovered on first use.
     async fn version(&mut self) -> Result<EvictionVersion, kube::Error> {
         if let Some(v) = self.version {

@@ -18,6 +18,7 @@ pub mod act;
 pub mod agent;
 pub mod cli;
 pub mod command;
+pub mod cpuset_state;
 pub mod evictor;
 pub mod executor;
 pub mod gather;

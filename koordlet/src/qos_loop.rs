@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, watch};
-use tracing::info;
+use tracing::{error, info, warn};
 
 use crate::act;
+use crate::cpuset_state::{CpusetStateFile, LoadedState};
 use crate::evictor::Evictor;
 use crate::executor::Executor;
 use crate::gather;
@@ -22,17 +23,25 @@ use crate::metrics::collector::Stores;
 use crate::resctrl_loop::ResctrlReconciler;
 use crate::states::Snapshot;
 use crate::system::cgroup_stats::CpuThrottling;
+use crate::system::core_sched::CoreScheduler;
+use crate::system::cpu_qos::probe_cpu_qos;
 use crate::system::{Cgroups, KubeCgroupPaths};
 use crate::telemetry::Telemetry;
 use koord_api::nodeslo::CpuBurstPolicy;
 use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::be_limits;
 use koordlet_core::strategies::cpu_evict;
+use koordlet_core::strategies::cpu_qos::CpuQosKernel;
 use koordlet_core::strategies::cpuset::CpuInfo;
+use koordlet_core::strategies::cpuset_policy::{self, KubeletCpuManager};
 use koordlet_core::strategies::engine::{
     self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report,
 };
 use koordlet_core::strategies::fast_suppress::CpusetScope;
+
+/// Event reason on a pod whose CPU set policy could not be applied (unsatisfiable,
+/// ineligible container, bad annotation).
+pub const CPUSET_POLICY_EVENT_REASON: &str = "CPUSetPolicyNotApplied";
 
 /// What the agent decides about the round.
 #[derive(Debug, Clone, Copy)]
@@ -85,10 +94,28 @@ pub struct QosLoop {
     host_app_cpu: HashMap<String, (Instant, u64)>,
     /// The resctrl reconcile, on nodes that support it.
     resctrl: Option<ResctrlReconciler>,
+    /// The CPU QoS files of this kernel, once probed (the kubepods cgroup exists).
+    cpu_qos_kernel: Option<CpuQosKernel>,
+    /// Core-scheduling cookies of LSR/LSE pods.
+    core_sched: CoreScheduler,
+    /// The last core-scheduling outcome logged (unsupported reason or errors), to log changes only.
+    core_sched_logged: Option<String>,
+    /// cpuset_policy's node-local edges.
+    cpuset: CpusetEdges,
+}
+
+/// cpuset_policy's node-local edges: the kubelet's CPU manager policy, the state file, whether
+/// the table must be rebuilt from the cgroups, and the problems already reported.
+#[derive(Debug, Default)]
+struct CpusetEdges {
+    kubelet: KubeletCpuManager,
+    file: Option<CpusetStateFile>,
+    rebuild: bool,
+    reported: HashSet<(String, Option<String>, String)>,
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
-fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 8] {
     fn reason<T>(r: &Report<T>) -> Option<&str> {
         match r {
             Report::Skipped { skipped } => Some(skipped),
@@ -101,6 +128,9 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 5] {
         ("cpu_burst", reason(&s.cpu_burst)),
         ("cpu_evict", reason(&s.cpu_evict)),
         ("memory_evict", reason(&s.memory_evict)),
+        ("cpu_qos", reason(&s.cpu_qos)),
+        ("core_sched", reason(&s.core_sched)),
+        ("cpuset_policy", reason(&s.cpuset_policy)),
     ]
 }
 
@@ -138,12 +168,63 @@ impl QosLoop {
             burst_recent: HashSet::new(),
             host_app_cpu: HashMap::new(),
             resctrl: None,
+            cpu_qos_kernel: None,
+            core_sched: CoreScheduler::new(),
+            core_sched_logged: None,
+            cpuset: CpusetEdges::default(),
+        }
+    }
+
+    /// The kernel's CPU QoS files, probed once the kubepods cgroup exists (until then: none).
+    fn cpu_qos_kernel(&mut self) -> CpuQosKernel {
+        if let Some(known) = self.cpu_qos_kernel {
+            return known;
+        }
+        match probe_cpu_qos(&self.cgroups, &self.paths) {
+            Ok(kernel) => {
+                info!(
+                    cpu_idle = kernel.idle,
+                    cpu_bvt_warp_ns = kernel.bvt,
+                    "CPU QoS files probed"
+                );
+                self.cpu_qos_kernel = Some(kernel);
+                kernel
+            }
+            Err(_) => CpuQosKernel::default(),
         }
     }
 
     /// Runs the resctrl reconcile after every round (`None`: the node does not support it).
     pub fn with_resctrl(mut self, resctrl: Option<ResctrlReconciler>) -> Self {
         self.resctrl = resctrl;
+        self
+    }
+
+    /// Sets what CPU set policies need from the node: the kubelet's CPU manager policy and the
+    /// allocation state file, read now (a corrupt file is reported and the table rebuilt from
+    /// the cgroups at the first round with a pod list).
+    pub fn with_cpuset_policy(
+        mut self,
+        kubelet: KubeletCpuManager,
+        mut file: Option<CpusetStateFile>,
+    ) -> Self {
+        if let Some(f) = &mut file {
+            match f.load() {
+                LoadedState::Table(table) => {
+                    info!(path = %f.path().display(), allocations = table.allocations.len(),
+                          "cpuset policy state loaded");
+                    self.state.cpuset_policy = table;
+                }
+                LoadedState::Missing => {}
+                LoadedState::Corrupt(reason) => {
+                    error!(strategy = cpuset_policy::STRATEGY, reason = %reason,
+                           "cpuset policy state file unusable: rebuilding the allocations from the cgroups");
+                    self.cpuset.rebuild = true;
+                }
+            }
+        }
+        self.cpuset.kubelet = kubelet;
+        self.cpuset.file = file;
         self
     }
 
@@ -193,14 +274,18 @@ impl QosLoop {
                 .filter(|_| self.gates.enabled("CPUBurst")),
             skip_burst_none: true,
             burst_recent: Some(&self.burst_recent),
+            cpuset_policy: self.cpuset.rebuild
+                || engine::cpuset_policy_wanted(&snapshot.pods, &self.state.cpuset_policy),
         };
         let reads = engine::cgroup_reads(&snapshot.pods, &self.paths, scope);
-        let cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
-        let node = snapshot
+        let mut cgroups = gather::read_cgroup_facts(&self.cgroups, &reads, Some(&mut self.throttling));
+        cgroups.cpu_qos_kernel = self.cpu_qos_kernel();
+        let mut node = snapshot
             .node
             .as_deref()
             .map(NodeFacts::from_node)
             .unwrap_or_default();
+        node.kubelet_cpu_manager = self.cpuset.kubelet.clone();
         let wall = Instant::now();
         let in_flight = self.evictor.in_flight(&snapshot.pods, wall);
         let input = EngineInput {
@@ -221,6 +306,26 @@ impl QosLoop {
                 ..EngineOptions::default()
             },
         };
+        let rebuilt;
+        let input = if self.cpuset.rebuild {
+            self.cpuset.rebuild = false;
+            let table = engine::rebuild_cpuset_allocations(&input);
+            info!(
+                strategy = cpuset_policy::STRATEGY,
+                allocations = table.allocations.len(),
+                "cpuset policy allocations rebuilt from the cgroups"
+            );
+            rebuilt = EngineState {
+                cpuset_policy: table,
+                ..self.state.clone()
+            };
+            EngineInput {
+                state: &rebuilt,
+                ..input
+            }
+        } else {
+            input
+        };
         let plan = engine::run_cached(&input, &mut self.engine_cache);
         if let Some(tx) = &self.cpuset_scope
             && self.gates.enabled("BECPUSuppress")
@@ -235,6 +340,17 @@ impl QosLoop {
             });
         }
         self.state = plan.next_state.clone();
+        for problem in self.cpuset_policy_edges(&plan) {
+            if let Some(pod) = snapshot.pods.iter().find(|p| p.uid.as_str() == problem.uid) {
+                let note = match &problem.container {
+                    Some(c) => format!("container {c}: {}", problem.reason),
+                    None => problem.reason.clone(),
+                };
+                self.evictor
+                    .warn_pod(pod, CPUSET_POLICY_EVENT_REASON, "PinCPUs", &note)
+                    .await;
+            }
+        }
         for (strategy, reason) in skips(&plan.strategies) {
             self.log_skip(strategy, reason);
         }
@@ -279,6 +395,9 @@ impl QosLoop {
             &plan.writes,
             Instant::now(),
         );
+        if let Some(core_sched) = plan.strategies.core_sched.ran() {
+            self.apply_core_sched(core_sched);
+        }
         self.telemetry
             .unsupported
             .set(i64::try_from(self.cgroups.unsupported_reported()).unwrap_or(i64::MAX));
@@ -303,6 +422,78 @@ impl QosLoop {
                 .evict(&plan.evictions, &snapshot.pods, Instant::now())
                 .await;
         }
+    }
+
+    fn apply_core_sched(&mut self, plan: &koordlet_core::strategies::cpu_qos::CoreSchedPlan) {
+        if self.executor.dry_run() {
+            let outcome = Some(format!("dry run: {} pods would get a cookie", plan.pods.len()));
+            if outcome != self.core_sched_logged {
+                info!(
+                    pods = plan.pods.len(),
+                    "dry run: core-scheduling cookies not given"
+                );
+                self.core_sched_logged = outcome;
+            }
+            return;
+        }
+        let report = self.core_sched.apply(plan, &self.cgroups);
+        if report.created + report.shared > 0 {
+            info!(
+                created = report.created,
+                shared = report.shared,
+                pods = plan.pods.len(),
+                "core scheduling cookies given"
+            );
+        }
+        let outcome = report
+            .unsupported
+            .clone()
+            .or_else(|| (!report.errors.is_empty()).then(|| report.errors.join("; ")));
+        if outcome != self.core_sched_logged {
+            if let Some(problem) = &outcome {
+                warn!(problem = %problem, "core scheduling not applied");
+            }
+            self.core_sched_logged = outcome;
+        }
+    }
+
+    /// Logs new cpuset_policy problems (once each) and returns them for an Event each, counts
+    /// the current ones, saves the table.
+    fn cpuset_policy_edges(&mut self, plan: &engine::EnginePlan) -> Vec<cpuset_policy::Problem> {
+        let problems = plan
+            .strategies
+            .cpuset_policy
+            .ran()
+            .map(|p| p.problems.as_slice())
+            .unwrap_or(&[]);
+        let now: HashSet<_> = problems
+            .iter()
+            .map(|p| (p.pod.clone(), p.container.clone(), p.reason.clone()))
+            .collect();
+        let mut fresh = Vec::new();
+        for p in problems {
+            if !self
+                .cpuset
+                .reported
+                .contains(&(p.pod.clone(), p.container.clone(), p.reason.clone()))
+            {
+                warn!(strategy = cpuset_policy::STRATEGY, pod = %p.pod,
+                      container = p.container.as_deref().unwrap_or(""), reason = %p.reason,
+                      "cpuset policy not applied");
+                fresh.push(p.clone());
+            }
+        }
+        self.telemetry
+            .cpuset_policy_problems
+            .set(i64::try_from(now.len()).unwrap_or(i64::MAX));
+        self.cpuset.reported = now;
+        if !self.executor.dry_run()
+            && let Some(file) = &mut self.cpuset.file
+            && let Err(e) = file.save_if_changed(&self.state.cpuset_policy)
+        {
+            warn!(strategy = cpuset_policy::STRATEGY, error = %e, "cpuset policy state not saved; retried next round");
+        }
+        fresh
     }
 
     fn log_skip(&mut self, strategy: &'static str, reason: Option<&str>) {

@@ -37,18 +37,21 @@ use crate::system::{
 use koordlet_core::features::FeatureGates;
 use koordlet_core::strategies::cpu_suppress::STRATEGY;
 use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::fast_step::{FastWrite, PlanReport, PlanWrite, fast_write};
 use koordlet_core::strategies::fast_suppress::{
-    CounterSample, CpusetScope, CpusetSize, FastAction, FastSuppress, FastSuppressConfig, NodeCpu,
+    CounterSample, CpusetScope, CpusetSize, FastSuppress, FastSuppressConfig, NodeCpu,
 };
-use koordlet_core::strategies::settle::{Settle, SettleStep, SuppressMode};
+use koordlet_core::strategies::settle::{Settle, SuppressMode};
 
 mod counters;
 mod metrics;
 mod node_cpu;
+mod tick_log;
 
 use counters::{CounterFile, CounterKind};
 pub use metrics::SuppressMetrics;
 pub use node_cpu::node_cpu;
+use tick_log::{Observation, log_action};
 
 /// Where the node's busy time comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,13 +270,10 @@ impl SuppressLoop {
         self.quota.read_signed(&mut self.buf).ok()
     }
 
-    /// One tick at `now` with the effective strategy (`None`: suppress off) and node CPU.
-    pub fn tick(
-        &mut self,
-        now: Instant,
-        strategy: Option<&ResourceThresholdStrategy>,
-        node: NodeCpu,
-    ) -> TickOutcome {
+    /// Reads what a tick decides on: the counters, scope updates from the QoS round, the
+    /// besteffort quota and (policy `cpuset`) cpuset size. `None` when the counters cannot be
+    /// read (warned once until they can again).
+    fn observe(&mut self, now: Instant, strategy: Option<&ResourceThresholdStrategy>) -> Option<Observation> {
         let sample = match self.sample(now) {
             Ok(s) => {
                 self.warned_read = false;
@@ -284,7 +284,7 @@ impl SuppressLoop {
                     warn!(strategy = STRATEGY, error = %e, "fast suppress: cannot read counters; retrying every tick");
                     self.warned_read = true;
                 }
-                return TickOutcome::ReadFailed;
+                return None;
             }
         };
         if let Some(rx) = &mut self.scope_updates
@@ -305,128 +305,76 @@ impl SuppressLoop {
         } else {
             self.warned_scope = false;
         }
-        let current = self.current_quota();
+        let current_quota_us = self.current_quota();
         let cpus = if mode == SuppressMode::Cpuset {
             self.cpuset_size()
         } else {
             None
         };
-        let action = self.fast.tick(sample, strategy, node, current, cpus);
+        Some(Observation {
+            sample,
+            mode,
+            current_quota_us,
+            cpus,
+        })
+    }
+
+    /// One tick at `now` with the effective strategy (`None`: suppress off) and node CPU:
+    /// observe, decide ([`FastSuppress::tick`], then [`fast_write`]), act; then, when the tick
+    /// wrote nothing, settle the resource the policy does not drive ([`Settle::step`]).
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+    ) -> TickOutcome {
+        let Some(seen) = self.observe(now, strategy) else {
+            return TickOutcome::ReadFailed;
+        };
+        let action = self
+            .fast
+            .tick(seen.sample, strategy, node, seen.current_quota_us, seen.cpus);
         if let Some(m) = &self.metrics {
             m.budget_milli.set(self.fast.budget_milli().unwrap_or(-1));
         }
-        let outcome = match action {
-            FastAction::SetQuota {
-                decision,
-                quota_us,
-                budget,
-                usage,
-            } => {
-                info!(
-                    strategy = STRATEGY,
-                    policy = "cfsQuota",
-                    action = decision.action,
-                    old_quota_us = current.unwrap_or(0),
-                    new_quota_us = quota_us,
-                    budget_milli = budget.budget_milli,
-                    capacity_milli = budget.capacity_milli,
-                    threshold_percent = budget.threshold_percent,
-                    non_be_milli = usage.non_be_milli,
-                    non_be_last_milli = usage.non_be_last_milli,
-                    system_milli = budget.system_milli,
-                    be_milli = usage.be_milli,
-                    node_milli = usage.node_milli,
-                    dry_run = self.config.dry_run,
-                    "cpu suppress: besteffort quota"
-                );
-                let direction = if current.is_some_and(|c| c >= 0 && quota_us > c) {
-                    "increase"
-                } else {
-                    "decrease"
-                };
-                self.write_quota(now, quota_us, direction)
+        let has_scope = self.scope.is_some();
+        let write = fast_write(&action, seen.current_quota_us, seen.cpus, has_scope);
+        log_action(&action, &seen, has_scope, self.config.dry_run);
+        let outcome = match write {
+            None => TickOutcome::Idle,
+            Some(FastWrite::Quota { quota_us, direction }) => {
+                self.write_quota(now, quota_us, direction.as_str())
             }
-            FastAction::Restore if self.scope.is_some() => {
-                info!(
-                    strategy = STRATEGY,
-                    dry_run = self.config.dry_run,
-                    "cpu suppress off: besteffort quota back to unlimited, BE cpusets back to the full BE set"
-                );
-                let out = self.apply_plan(now, None, node, |_| true, "restore");
-                if out != TickOutcome::Idle {
-                    self.settle.settled(SuppressMode::Off);
-                }
-                match out {
-                    TickOutcome::WroteCpuset(_) => TickOutcome::Wrote(-1),
-                    other => other,
-                }
-            }
-            FastAction::Restore => {
-                info!(
-                    strategy = STRATEGY,
-                    dry_run = self.config.dry_run,
-                    "cpu suppress off: besteffort quota back to unlimited"
-                );
-                self.write_quota(now, -1, "restore")
-            }
-            FastAction::ResizeCpuset {
-                wanted_cpus,
-                budget,
-                usage,
-            } => match cpus {
-                Some(size) => {
-                    let direction = if wanted_cpus.min(size.available) > size.current {
-                        "increase"
-                    } else {
-                        "decrease"
-                    };
-                    info!(
-                        strategy = STRATEGY,
-                        policy = "cpuset",
-                        old_cpus = size.current,
-                        wanted_cpus,
-                        available_cpus = size.available,
-                        budget_milli = budget.budget_milli,
-                        capacity_milli = budget.capacity_milli,
-                        threshold_percent = budget.threshold_percent,
-                        non_be_milli = usage.non_be_milli,
-                        non_be_last_milli = usage.non_be_last_milli,
-                        system_milli = budget.system_milli,
-                        be_milli = usage.be_milli,
-                        node_milli = usage.node_milli,
-                        dry_run = self.config.dry_run,
-                        "cpu suppress: BE cpuset"
-                    );
-                    let out = self.apply_plan(now, strategy, node, |_| true, direction);
-                    if out != TickOutcome::Idle {
-                        self.settle.settled(SuppressMode::Cpuset);
-                    }
-                    out
-                }
-                None => TickOutcome::Idle,
-            },
-            FastAction::Idle => TickOutcome::Idle,
+            Some(FastWrite::Plan(plan)) => self.run_plan(now, strategy, node, plan),
         };
         // Once per policy change (and per new BE pod under cpuset): restore what the policy
         // does not use, and under cpuset give every BE dir the chosen set.
-        let cpuset_known = self.fast.budget_milli().is_some() && cpus.is_some();
+        let cpuset_known = self.fast.budget_milli().is_some() && seen.cpus.is_some();
         let acted = outcome != TickOutcome::Idle;
-        let Some(step) = self.settle.step(mode, acted, self.scope.is_some(), cpuset_known) else {
-            return outcome;
-        };
-        let direction = match step {
-            SettleStep::ApplyCpuset => "decrease",
-            SettleStep::RestoreAll | SettleStep::RestoreCpusets => "restore",
-        };
-        let plan_strategy = if step.with_strategy() { strategy } else { None };
-        let out = self.apply_plan(now, plan_strategy, node, |w| step.keeps(w), direction);
-        if out != TickOutcome::Idle {
-            self.settle.settled(step.mode());
+        match self.settle.step(seen.mode, acted, has_scope, cpuset_known) {
+            Some(step) => self.run_plan(now, strategy, node, step.write()),
+            None => outcome,
         }
-        match step {
-            // The quota is the fast path's: its tick stays idle.
-            SettleStep::RestoreCpusets => TickOutcome::Idle,
-            SettleStep::RestoreAll | SettleStep::ApplyCpuset => out,
+    }
+
+    /// Applies a full suppress plan, records the mode it settles when it went through and
+    /// reports it as the plan says.
+    fn run_plan(
+        &mut self,
+        now: Instant,
+        strategy: Option<&ResourceThresholdStrategy>,
+        node: NodeCpu,
+        plan: PlanWrite,
+    ) -> TickOutcome {
+        let strategy = if plan.with_strategy { strategy } else { None };
+        let out = self.apply_plan(now, strategy, node, |w| plan.keeps(w), plan.direction.as_str());
+        if out != TickOutcome::Idle {
+            self.settle.settled(plan.settles);
+        }
+        match (plan.report, out) {
+            (PlanReport::Silent, _) => TickOutcome::Idle,
+            (PlanReport::QuotaRestored, TickOutcome::WroteCpuset(_)) => TickOutcome::Wrote(-1),
+            (PlanReport::Cpuset | PlanReport::QuotaRestored, out) => out,
         }
     }
 

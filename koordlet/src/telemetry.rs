@@ -23,6 +23,11 @@ pub struct Telemetry {
     pub reports: Family<Labels, Counter>,
     /// Evictions by strategy and result (`evicted`, `failed`, `dry_run`, `dropped`).
     pub evictions: Family<Labels, Counter>,
+    /// 1 for an enabled feature gate, 0 for a disabled one, by `gate` and `implemented`
+    /// (`false`: accepted for compatibility, does nothing).
+    pub feature_gates: Family<Labels, Gauge>,
+    /// CPU set policy requests not applied now (unsatisfiable, ineligible, refused).
+    pub cpuset_policy_problems: Gauge,
 }
 
 impl Telemetry {
@@ -34,6 +39,8 @@ impl Telemetry {
             unsupported: Gauge::default(),
             reports: Family::default(),
             evictions: Family::default(),
+            feature_gates: Family::default(),
+            cpuset_policy_problems: Gauge::default(),
         };
         registry.register(
             "collection_round_seconds",
@@ -60,7 +67,30 @@ impl Telemetry {
             "Pod evictions by strategy and result",
             t.evictions.clone(),
         );
+        registry.register(
+            "feature_gate_enabled",
+            "Feature gates in force (1 on, 0 off) and whether koordlet implements them",
+            t.feature_gates.clone(),
+        );
+        registry.register(
+            "cpuset_policy_problems",
+            "CPU set policy requests not applied now (unsatisfiable, ineligible or refused)",
+            t.cpuset_policy_problems.clone(),
+        );
         t
+    }
+
+    /// Publishes every gate's state.
+    pub fn record_feature_gates(&self, gates: &koordlet_core::FeatureGates) {
+        for (gate, on) in gates.iter() {
+            let implemented = koordlet_core::features::is_implemented(gate);
+            self.feature_gates
+                .get_or_create(&vec![
+                    ("gate".to_string(), gate.to_string()),
+                    ("implemented".to_string(), implemented.to_string()),
+                ])
+                .set(i64::from(on));
+        }
     }
 
     /// Counts an executor report.
@@ -80,5 +110,32 @@ impl Telemetry {
         add("unsupported", report.skipped_unsupported);
         add("missing", report.skipped_missing);
         add("error", report.errors.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn feature_gate_metric_says_which_gates_do_nothing() {
+        let mut registry = Registry::with_prefix("koordlet");
+        let t = Telemetry::register(&mut registry);
+        t.record_feature_gates(
+            &koordlet_core::FeatureGates::parse("CoreSched=true,Accelerators=true").unwrap(),
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"koordlet_feature_gate_enabled{gate="CoreSched",implemented="true"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="GroupIdentity",implemented="true"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="Accelerators",implemented="false"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="RdtResctrl",implemented="true"} 1"#,
+            r#"koordlet_feature_gate_enabled{gate="BECPUEvict",implemented="true"} 0"#,
+            r#"koordlet_feature_gate_enabled{gate="Resctrl",implemented="false"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
     }
 }

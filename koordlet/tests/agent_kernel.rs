@@ -4,14 +4,13 @@
 //! `skipped: <reason>` where that is not possible. CPU-measuring tests hold one lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+mod common;
+
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::Pod;
+use koord_test_support::CgroupV1Tree;
 use koordlet::executor::{Executor, ExecutorConfig};
 use koordlet::metrics::collector::{Collector, Stores};
 use koordlet::metrics::{MetricKind, MetricTime, SeriesKey};
@@ -20,139 +19,30 @@ use koordlet::system::{CgroupDriver, Cgroups, KubeCgroupPaths, SystemRoots};
 use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
 
 static CPU_LOCK: Mutex<()> = Mutex::new(());
-static SEQ: AtomicU32 = AtomicU32::new(0);
-const ROOT: &str = "/sys/fs/cgroup";
 const CONTROLLERS: [&str; 3] = ["cpu", "cpuacct", "memory"];
 const UID: &str = "0badc0de-0000-0000-0000-000000000001";
 const CONTAINER: &str = "containerd://feedbeef01";
+const POD_REL: &str = "kubepods/besteffort/pod0badc0de-0000-0000-0000-000000000001";
+const CONTAINER_REL: &str = "kubepods/besteffort/pod0badc0de-0000-0000-0000-000000000001/feedbeef01";
 
-/// The test subtree and its busy process; drop kills the process, then removes the dirs.
-struct Tree {
-    name: String,
-    dirs: Vec<PathBuf>,
-    procs: Vec<Child>,
+/// Cores the pod used over `window`, from cpuacct.
+fn measure(tree: &CgroupV1Tree, window: Duration) -> f64 {
+    tree.cpu_cores(&[POD_REL], window).unwrap()[0]
 }
 
-impl Drop for Tree {
-    fn drop(&mut self) {
-        for p in &mut self.procs {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
-        // Killed tasks leave the cgroup asynchronously: retry briefly.
-        for dir in self.dirs.iter().rev() {
-            for _ in 0..50 {
-                if fs::remove_dir(dir).is_ok() || !dir.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
-impl Tree {
-    fn new() -> Result<Self, String> {
-        for c in CONTROLLERS {
-            if !Path::new(ROOT).join(c).join("tasks").exists() {
-                return Err(format!("no cgroup v1 {c} controller at {ROOT}/{c}"));
-            }
-        }
-        let name = format!(
-            "koord-test-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        );
-        let mut tree = Tree {
-            name,
-            dirs: vec![],
-            procs: vec![],
-        };
-        tree.mkdirs("kubepods/besteffort/pod".to_string() + UID + "/feedbeef01")
-            .map_err(|e| format!("cannot create a test cgroup (not root?): {e}"))?;
-        Ok(tree)
-    }
-
-    fn mkdirs(&mut self, rel: String) -> std::io::Result<()> {
-        for c in CONTROLLERS {
-            let mut p = Path::new(ROOT).join(c).join(&self.name);
-            if !p.exists() {
-                fs::create_dir(&p)?;
-                self.dirs.push(p.clone());
-            }
-            for part in Path::new(&rel).components() {
-                p.push(part);
-                if !p.exists() {
-                    fs::create_dir(&p)?;
-                    self.dirs.push(p.clone());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn container_rel(&self) -> String {
-        format!("kubepods/besteffort/pod{UID}/feedbeef01")
-    }
-
-    fn spawn_burner(&mut self) {
-        let child = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn sh");
-        let pid = child.id();
-        self.procs.push(child);
-        for c in CONTROLLERS {
-            let procs = Path::new(ROOT)
-                .join(c)
-                .join(&self.name)
-                .join(self.container_rel())
-                .join("cgroup.procs");
-            fs::write(procs, pid.to_string()).expect("move burner");
-        }
-    }
-
-    fn cpuacct_ns(&self) -> u64 {
-        let p = Path::new(ROOT)
-            .join("cpuacct")
-            .join(&self.name)
-            .join(format!("kubepods/besteffort/pod{UID}/cpuacct.usage"));
-        fs::read_to_string(p).unwrap().trim().parse().unwrap()
-    }
-
-    /// Cores the pod used over `window`, from cpuacct.
-    fn measure(&self, window: Duration) -> f64 {
-        let (a, t) = (self.cpuacct_ns(), Instant::now());
-        std::thread::sleep(window);
-        (self.cpuacct_ns() - a) as f64 / t.elapsed().as_nanos() as f64
-    }
-
-    fn paths(&self) -> KubeCgroupPaths {
-        KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new(&self.name)).unwrap()
-    }
+fn paths(tree: &CgroupV1Tree) -> KubeCgroupPaths {
+    KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new(tree.name())).unwrap()
 }
 
 fn be_pod(batch_cpu_limit: &str) -> PodMeta {
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "burner", "namespace": "test", "uid": UID, "labels": {"koordinator.sh/qosClass": "BE"}},
-        "spec": {"containers": [{"name": "c", "resources": {
-            "requests": {"kubernetes.io/batch-cpu": "500"}, "limits": {"kubernetes.io/batch-cpu": batch_cpu_limit}}}]},
-        "status": {"qosClass": "BestEffort", "phase": "Running",
-                   "containerStatuses": [{"name": "c", "containerID": CONTAINER, "image": "", "imageID": "", "ready": true, "restartCount": 0}]}
-    }))
-    .unwrap();
-    PodMeta::new(Arc::new(pod)).unwrap()
+    common::kernel::be_pod(UID, CONTAINER, batch_cpu_limit)
 }
 
-fn setup() -> Option<(Tree, Arc<Cgroups>)> {
-    let tree = match Tree::new() {
-        Ok(t) => t,
-        Err(reason) => {
-            println!("skipped: {reason}");
-            return None;
-        }
-    };
+/// The test tree with the pod's container cgroup and a busy loop in it, and the host's cgroups.
+fn setup() -> Option<(CgroupV1Tree, Arc<Cgroups>)> {
+    let mut tree = CgroupV1Tree::or_skip(&CONTROLLERS)?;
+    tree.mkdir(CONTAINER_REL).unwrap();
+    tree.spawn_burner(CONTAINER_REL).unwrap();
     match Cgroups::detect(&SystemRoots::default()) {
         Ok(c) => Some((tree, Arc::new(c))),
         Err(e) => {
@@ -165,11 +55,10 @@ fn setup() -> Option<(Tree, Arc<Cgroups>)> {
 #[test]
 fn collector_reports_about_one_core_for_a_busy_pod() {
     let _lock = CPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((mut tree, cgroups)) = setup() else {
+    let Some((tree, cgroups)) = setup() else {
         return;
     };
-    tree.spawn_burner();
-    let paths = tree.paths();
+    let paths = paths(&tree);
     let snapshot = Snapshot {
         pods: Arc::new(vec![be_pod("0")]),
         pods_synced: true,
@@ -182,7 +71,7 @@ fn collector_reports_about_one_core_for_a_busy_pod() {
         MetricTime::from_system_time(SystemTime::now()),
         &mut stores,
     );
-    let reference = tree.measure(Duration::from_secs(2));
+    let reference = measure(&tree, Duration::from_secs(2));
     collector.collect(
         &snapshot,
         MetricTime::from_system_time(SystemTime::now()),
@@ -225,12 +114,11 @@ fn collector_reports_about_one_core_for_a_busy_pod() {
 #[test]
 fn be_limits_throttle_a_busy_pod_to_its_batch_cpu_limit() {
     let _lock = CPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((mut tree, cgroups)) = setup() else {
+    let Some((tree, cgroups)) = setup() else {
         return;
     };
-    tree.spawn_burner();
-    let free = tree.measure(Duration::from_secs(2));
-    let plan = be_limits::decide(&[be_pod("500")], &tree.paths(), BeLimitsSettings::default());
+    let free = measure(&tree, Duration::from_secs(2));
+    let plan = be_limits::decide(&[be_pod("500")], &paths(&tree), BeLimitsSettings::default());
     let writes: Vec<_> = plan.writes.clone();
     let report = Executor::new(cgroups, ExecutorConfig::default()).apply(writes, Instant::now());
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -238,7 +126,7 @@ fn be_limits_throttle_a_busy_pod_to_its_batch_cpu_limit() {
     // The shared machine sometimes gives the test far less than a core: best of three windows.
     let mut limited = 0.0_f64;
     for _ in 0..3 {
-        let m = tree.measure(Duration::from_secs(3));
+        let m = measure(&tree, Duration::from_secs(3));
         assert!(m <= 0.5 * 1.15, "limited {m}");
         limited = limited.max(m);
         if limited >= 0.5 * 0.85 {

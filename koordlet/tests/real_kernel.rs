@@ -8,43 +8,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use koord_test_support::CgroupV1Tree;
 use koordlet::executor::{CgroupWrite, Executor, ExecutorConfig};
 use koordlet::system::{
     CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, CgroupVersion, Cgroups, ContainerId, FdBudget,
     KubeCgroupPaths, PodUid, Subsystem, SystemError, SystemRoots,
 };
 
-/// Removes the created directories, deepest first.
-struct CgroupTreeGuard {
-    dirs: Vec<PathBuf>,
-}
+/// The controllers koordlet's tests here use, in the names of cgroup v1 mount options.
+const CONTROLLERS: [&str; 3] = ["cpu", "cpuacct", "memory"];
 
-impl Drop for CgroupTreeGuard {
-    fn drop(&mut self) {
-        for dir in self.dirs.iter().rev() {
-            if let Err(e) = std::fs::remove_dir(dir) {
-                eprintln!("cleanup of {} failed: {e}", dir.display());
-            }
-        }
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Detects the host, or says why the test cannot run.
-fn host() -> Result<Cgroups, String> {
-    if !is_root() {
-        return Err("not root".into());
-    }
+/// The test's own cgroup subtree (removed on drop, also on panic) and the host as koordlet
+/// detects it, or why the test cannot run here.
+fn host() -> Result<(CgroupV1Tree, Cgroups), String> {
+    let tree = CgroupV1Tree::new(&CONTROLLERS).map_err(|e| e.to_string())?;
     let cgroups = Cgroups::detect(&SystemRoots::default()).map_err(|e| format!("no cgroup layout: {e}"))?;
     if cgroups.version() != CgroupVersion::V1 {
         return Err("this test builds a v1 tree; the host runs cgroup v2".into());
@@ -54,51 +31,33 @@ fn host() -> Result<Cgroups, String> {
             return Err(format!("{} controller not mounted", sub.name()));
         }
     }
-    Ok(cgroups)
-}
-
-/// Creates `rel` (and its parents below the test root) in every hierarchy koordlet uses.
-fn create(cgroups: &Cgroups, guard: &mut CgroupTreeGuard, rel: &Path) {
-    for sub in [Subsystem::Cpu, Subsystem::CpuAcct, Subsystem::Memory] {
-        let base = cgroups.root().join(cgroups.layout().subsystem_dir(sub).unwrap());
-        let mut path = base.clone();
-        for part in rel.components() {
-            path.push(part);
-            if !path.exists() {
-                std::fs::create_dir(&path).unwrap();
-                guard.dirs.push(path.clone());
-            }
-        }
-    }
-}
-
-/// `<prefix>-<pid>-<nanos>`: a cgroup name no other run (or parallel test) uses.
-fn unique_name(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
+    Ok((tree, cgroups))
 }
 
 #[test]
 fn detection_paths_and_executor_on_the_real_kernel() {
-    let cgroups = match host() {
-        Ok(c) => c,
+    let (tree, cgroups) = match host() {
+        Ok(host) => host,
         Err(reason) => {
             println!("skipped: {reason}");
             return;
         }
     };
-    let parent = PathBuf::from(unique_name("koord-test"));
-    let mut guard = CgroupTreeGuard { dirs: Vec::new() };
+    let parent = PathBuf::from(tree.name());
 
     let paths = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, &parent).unwrap();
     let uid = PodUid::new("0a1b2c3d-0000-1111-2222-333344445555").unwrap();
     let cid = ContainerId::parse("containerd://feedface0123").unwrap();
     let pod = paths.pod_dir(KubeQoSClass::BestEffort, &uid);
     let container = paths.container_dir(KubeQoSClass::BestEffort, &uid, &cid);
-    create(&cgroups, &mut guard, container.as_path());
+    tree.mkdir(
+        &container
+            .as_path()
+            .strip_prefix(&parent)
+            .unwrap()
+            .to_string_lossy(),
+    )
+    .unwrap();
 
     // Detection on this machine: v1 (hybrid counts as v1) and, below our parent, cgroupfs.
     assert_eq!(cgroups.version(), CgroupVersion::V1);
@@ -205,11 +164,9 @@ fn detection_paths_and_executor_on_the_real_kernel() {
     cgroups.cpu_usage_ns(&pod).unwrap();
     cgroups.cpu_throttling(&pod).unwrap();
     cgroups.memory_stat(&pod).unwrap();
-    drop(guard);
-    assert!(
-        !cgroups.root().join("cpu").join(&parent).exists(),
-        "test tree removed"
-    );
+    let root = tree.path("cpu", "");
+    drop(tree);
+    assert!(!root.exists(), "test tree removed");
 }
 
 /// The kept-open cgroup file handles (`CgroupFile`) on real cgroupfs: a kept descriptor re-read
@@ -217,16 +174,15 @@ fn detection_paths_and_executor_on_the_real_kernel() {
 /// a removed kernfs file) and a cgroup created again at the same path is reopened.
 #[test]
 fn kept_cgroup_files_follow_a_recreated_cgroup_on_the_real_kernel() {
-    let cgroups = match host() {
-        Ok(c) => c.with_fd_budget(FdBudget::new(8)),
+    let (tree, cgroups) = match host() {
+        Ok((tree, cgroups)) => (tree, cgroups.with_fd_budget(FdBudget::new(8))),
         Err(reason) => {
             println!("skipped: {reason}");
             return;
         }
     };
-    let dir = CgroupDir::new(unique_name("koord-test-fd")).unwrap();
-    let mut guard = CgroupTreeGuard { dirs: Vec::new() };
-    create(&cgroups, &mut guard, dir.as_path());
+    let dir = CgroupDir::new(tree.rel("fd")).unwrap();
+    tree.mkdir("fd").unwrap();
     let budget = cgroups.fd_budget().clone();
 
     let mut shares = cgroups.file(R::CpuShares, &dir).unwrap();
@@ -249,9 +205,7 @@ fn kept_cgroup_files_follow_a_recreated_cgroup_on_the_real_kernel() {
 
     // Removed: the kept descriptors fail, the handles report the cgroup missing and give their
     // slots back.
-    for path in guard.dirs.iter().rev() {
-        std::fs::remove_dir(path).unwrap();
-    }
+    tree.rmdir("fd").unwrap();
     assert!(matches!(
         shares.read_int(&mut buf),
         Err(SystemError::CgroupDirMissing(_))
@@ -263,11 +217,9 @@ fn kept_cgroup_files_follow_a_recreated_cgroup_on_the_real_kernel() {
     assert!(!shares.is_kept() && !usage.is_kept());
     assert_eq!(budget.in_use(), 0);
 
-    // Created again at the same path (the guard already owns these paths): a fresh cgroup with
-    // the kernel's default shares, read through reopened descriptors.
-    for path in &guard.dirs {
-        std::fs::create_dir(path).unwrap();
-    }
+    // Created again at the same path: a fresh cgroup with the kernel's default shares, read
+    // through reopened descriptors.
+    tree.mkdir("fd").unwrap();
     assert_eq!(shares.read_int(&mut buf).unwrap(), 1024);
     assert_eq!(usage.read_u64(&mut buf).unwrap(), 0);
     assert!(shares.is_kept() && usage.is_kept());
@@ -278,12 +230,8 @@ fn kept_cgroup_files_follow_a_recreated_cgroup_on_the_real_kernel() {
         .write(R::CpuShares, &dir, &CgroupValue::Int(4096))
         .unwrap();
     assert_eq!(shares.read_int(&mut buf).unwrap(), 4096);
-    for path in guard.dirs.iter().rev() {
-        std::fs::remove_dir(path).unwrap();
-    }
-    for path in &guard.dirs {
-        std::fs::create_dir(path).unwrap();
-    }
+    tree.rmdir("fd").unwrap();
+    tree.mkdir("fd").unwrap();
     assert_eq!(shares.read_int(&mut buf).unwrap(), 1024);
     assert!(shares.is_kept());
     assert_eq!(budget.in_use(), 2);

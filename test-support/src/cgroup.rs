@@ -149,6 +149,42 @@ impl CgroupV1Tree {
         fs::read_to_string(self.path(controller, rel).join(file)).map(|s| s.trim().to_owned())
     }
 
+    /// Removes the leaf cgroup `rel` in every controller (a missing one is already removed), e.g.
+    /// to see how a reader copes with a cgroup that disappears and is created again with
+    /// [`CgroupV1Tree::mkdir`]. Its tasks must have left it first.
+    pub fn rmdir(&self, rel: &str) -> io::Result<()> {
+        for (controller, _) in &self.mounts {
+            match fs::remove_dir(self.path(controller, rel)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU time used by `rel` and its descendants so far, in nanoseconds (`cpuacct.usage`).
+    pub fn cpu_usage_ns(&self, rel: &str) -> io::Result<u64> {
+        let text = self.read("cpuacct", rel, "cpuacct.usage")?;
+        text.parse()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("cpuacct.usage {text:?}: {e}")))
+    }
+
+    /// Cores each of `rels` used over the next `window` (sleeps for it), from `cpuacct.usage`: the
+    /// reference a test compares a limit or a collector's figure with.
+    pub fn cpu_cores(&self, rels: &[&str], window: Duration) -> io::Result<Vec<f64>> {
+        let start = rels
+            .iter()
+            .map(|rel| self.cpu_usage_ns(rel))
+            .collect::<io::Result<Vec<u64>>>()?;
+        let started = Instant::now();
+        std::thread::sleep(window);
+        let elapsed = started.elapsed().as_nanos() as f64;
+        rels.iter()
+            .zip(start)
+            .map(|(rel, before)| Ok(self.cpu_usage_ns(rel)?.saturating_sub(before) as f64 / elapsed))
+            .collect()
+    }
+
     /// Moves `pid` into `rel` in every controller of the tree.
     pub fn add_process(&self, rel: &str, pid: u32) -> io::Result<()> {
         for (controller, _) in &self.mounts {
@@ -361,6 +397,22 @@ mod tests {
             procs.split_whitespace().any(|p| p == burner.to_string()),
             "{procs}"
         );
+        let cores = tree
+            .cpu_cores(
+                &["kubepods/besteffort/pod1", "kubepods"],
+                Duration::from_millis(200),
+            )
+            .unwrap();
+        assert!(cores[0] > 0.0 && cores[0] <= 1.2, "one busy loop: {cores:?}");
+        assert!(
+            cores[1] >= cores[0] * 0.9,
+            "a parent counts its children: {cores:?}"
+        );
+        tree.mkdir("kubepods/empty").unwrap();
+        tree.rmdir("kubepods/empty").unwrap();
+        assert!(!tree.path("memory", "kubepods/empty").exists());
+        tree.rmdir("kubepods/empty").unwrap();
+        assert!(tree.rmdir("kubepods").is_err(), "a cgroup with children stays");
         let cpus = tree
             .read("cpuset", "kubepods/besteffort/pod1", "cpuset.cpus")
             .unwrap();

@@ -156,7 +156,16 @@ impl<'a> SchemaDoc<'a> {
             },
             Some("object") => match s.get("additionalProperties").filter(|v| v.is_object()) {
                 Some(values) => format!("map of {}", self.type_name(values)),
-                None if s.get("properties").is_some() => "object".into(),
+                None if s.get("properties").is_some() => {
+                    if s.get("x-kubernetes-preserve-unknown-fields")
+                        .and_then(Value::as_bool)
+                        == Some(true)
+                    {
+                        "object (other fields kept as given)".into()
+                    } else {
+                        "object".into()
+                    }
+                }
                 None => "object (free-form)".into(),
             },
             Some(other) => other.to_owned(),

@@ -28,12 +28,13 @@ pub enum ClusterError {
     #[error("kube client: {0}")]
     Kube(#[from] kube::Error),
     /// A manifest could not be parsed.
-    #[error("manifest {path}: {message}")]
+    #[error("manifest {path}: {source}")]
     Manifest {
         /// File.
         path: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: serde_yaml::Error,
     },
     /// The API server refused an object.
     #[error("API: {0}")]
@@ -210,9 +211,9 @@ impl TestCluster {
         let mut names = Vec::new();
         for f in files {
             let text = std::fs::read_to_string(&f)?;
-            for doc in parse_documents(&text).map_err(|m| ClusterError::Manifest {
+            for doc in parse_documents(&text).map_err(|source| ClusterError::Manifest {
                 path: f.display().to_string(),
-                message: m,
+                source,
             })? {
                 if doc.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
                     continue;
@@ -289,11 +290,11 @@ impl TestCluster {
 }
 
 /// Split multi-document YAML into JSON values (empty documents skipped).
-pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
     use serde::Deserialize;
     let mut out = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc).map_err(|e| e.to_string())?;
+        let v = Value::deserialize(doc)?;
         if !v.is_null() {
             out.push(v);
         }

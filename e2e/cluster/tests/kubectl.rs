@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use common::unique;
+use koord_test_support::Poll;
 use koord_testcluster::{ClusterOptions, TestCluster};
 
 fn kubectl_available() -> bool {
@@ -365,16 +366,17 @@ async fn kubectl_get_watch_streams_changes() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let name = unique("cm");
     k.ok(&["create", "configmap", &name, "-n", &ns, "--from-literal=a=b"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let mut seen = false;
-    while std::time::Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_millis(200))
-            && line.contains(&name)
-        {
-            seen = true;
-            break;
-        }
-    }
+    // Each probe waits for the next line itself.
+    let seen = Poll::new(
+        "the new ConfigMap in kubectl get -w",
+        std::time::Duration::from_secs(15),
+    )
+    .every(std::time::Duration::ZERO)
+    .until_blocking(|| {
+        let line = rx.recv_timeout(std::time::Duration::from_millis(200)).ok()?;
+        line.contains(&name).then_some(())
+    })
+    .is_ok();
     let _ = child.kill();
     let _ = child.wait();
     assert!(seen, "kubectl get -w printed the new ConfigMap");

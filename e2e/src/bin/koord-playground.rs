@@ -1,9 +1,15 @@
 //! `koord-playground`: the embedded cluster with simulated nodes, for trying koordinator-rs
-//! with kubectl.
+//! with kubectl, or watching the colocation story play on it.
 //!
 //! ```text
+//! cargo run --release -p koord-e2e --bin koord-playground -- --story
 //! cargo run --release -p koord-e2e --bin koord-playground -- --nodes 2
 //! ```
+//!
+//! With `--story` it applies the seed examples, deploys LS and BE pods and plays LS load rising
+//! and falling and a memory surge for `--duration`, showing each node live (a terminal table
+//! with sparklines; one line per step when stdout is not a terminal), then prints a summary
+//! and exits. Without it:
 //!
 //! Starts the embedded API server, installs the CRDs from `charts/koordinator/crds/` (skipped
 //! with a log line when absent), the `koord-*` PriorityClasses and the seed-001
@@ -63,18 +69,46 @@ struct Args {
     /// Do not start a koordlet per node.
     #[arg(long)]
     no_koordlet: bool,
-    /// Log filter (tracing env-filter syntax), also read from RUST_LOG.
-    #[arg(long, env = "RUST_LOG", default_value = "info")]
-    log: String,
+    /// Log filter (tracing env-filter syntax), also read from RUST_LOG. The story logs only
+    /// warnings unless this is given.
+    #[arg(long, env = "RUST_LOG")]
+    log: Option<String>,
+    /// Play the colocation story: seeds, LS and BE pods, LS load up and down, memory pressure,
+    /// a live view, a summary; exits at the end.
+    #[arg(long)]
+    story: bool,
+    /// How long the story plays, setup not counted (Go duration or seconds; at least 30s).
+    #[arg(long, default_value = "90s", value_parser = koord_runtime::parse_duration)]
+    duration: std::time::Duration,
+    /// Show the story as plain lines even on a terminal.
+    #[arg(long)]
+    plain: bool,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .init();
+    let default_log = if args.story { "warn" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::new(args.log.as_deref().unwrap_or(default_log));
+    if story_on_terminal(&args) {
+        // Log lines would tear the live view: they go to a file instead.
+        let path = std::env::temp_dir().join("koord-playground-story.log");
+        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if args.story {
+        return run_story(&args).await;
+    }
 
     let cluster = TestCluster::start(ClusterOptions {
         bind: args.bind,
@@ -181,4 +215,56 @@ async fn wait_for_shutdown() -> anyhow::Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
+}
+
+/// Plays the story on a live terminal view (plain lines without a TTY or with `--plain`), then
+/// prints the summary. Ctrl-C, `q` or SIGTERM stop it; everything is removed either way.
+async fn run_story(args: &Args) -> anyhow::Result<()> {
+    use koord_e2e::story::view::{lines::LinePrinter, tui::Tui};
+    use koord_e2e::story::{StoryError, StoryOptions, play};
+
+    let kubeconfig = args
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("koord-playground.kubeconfig"));
+    let options = StoryOptions {
+        duration: args.duration,
+        nodes: args.nodes,
+        fake_cgroups: args.fake_cgroups,
+        crds: args.crds.clone(),
+        kubeconfig: Some(kubeconfig),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        if wait_for_shutdown().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    let result = if story_on_terminal(args) {
+        let mut view = Tui::start(stop.clone())?;
+        let result = play(&options, &mut view, stop).await;
+        drop(view);
+        result
+    } else {
+        let mut view = LinePrinter::new(std::io::stdout());
+        play(&options, &mut view, stop).await
+    };
+    match result {
+        Ok(summary) => {
+            print!("{summary}");
+            Ok(())
+        }
+        Err(StoryError::Interrupted) => {
+            println!("interrupted: components stopped, pod processes killed, cgroups removed");
+            Ok(())
+        }
+        Err(error) => Err(error).context("playing the story"),
+    }
+}
+
+/// Whether the story shows its live view (stdout is a terminal and `--plain` is not given).
+fn story_on_terminal(args: &Args) -> bool {
+    use std::io::IsTerminal;
+    args.story && !args.plain && std::io::stdout().is_terminal()
 }

@@ -277,6 +277,25 @@ fn container_args_are_accepted_by_each_component_cli() {
             assert_eq!(host_path_of(&agent.proc_root), "/proc");
             assert_eq!(host_path_of(&agent.sys_root), "/sys");
             assert_eq!(host_path_of(&agent.resctrl_root), "/sys/fs/resctrl");
+            assert_eq!(host_path_of(&agent.kubelet_root_dir), "/var/lib/kubelet");
+            assert_eq!(
+                host_path_of(&agent.cpuset_state_file),
+                "/var/lib/koordlet/cpuset-policy-state.json"
+            );
+            let kubelet_mount = c["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| {
+                    agent
+                        .kubelet_root_dir
+                        .starts_with(m["mountPath"].as_str().unwrap())
+                })
+                .unwrap();
+            assert_eq!(
+                kubelet_mount["readOnly"], true,
+                "{variant}: the kubelet root dir is mounted read-only"
+            );
             assert_eq!(pod["hostPID"], true);
             assert_eq!(
                 pod["hostNetwork"], true,

@@ -45,6 +45,33 @@ pub const GATES: &[(&str, bool)] = &[
     ("OOMScoreAdj", false),
 ];
 
+/// The gates with code behind them: turning one of these on or off changes what koordlet does.
+/// Every other gate is accepted for compatibility with upstream's flags and does nothing; the
+/// agent names the enabled ones in one warning at start and in the
+/// `koordlet_feature_gate_enabled{gate,implemented}` metric.
+pub const IMPLEMENTED: &[&str] = &[
+    "BECPUSuppress",
+    "BECPUEvict",
+    "BEMemoryEvict",
+    "CPUBurst",
+    "BatchResource",
+    "GroupIdentity",
+    "CoreSched",
+    "RdtResctrl",
+    "CPUSetAllocator",
+];
+
+/// `koordlet --help` text of `--feature-gates` (kept equal to [`IMPLEMENTED`] by a test).
+pub const HELP: &str = "Feature gates, `Name=true|false,...` (upstream names and defaults). \
+Implemented: BECPUSuppress, BECPUEvict, BEMemoryEvict, CPUBurst, BatchResource, GroupIdentity \
+(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler). Every other upstream gate is \
+accepted and does nothing; the enabled ones are named in a warning at start.";
+
+/// Whether `name` has code behind it (see [`IMPLEMENTED`]).
+pub fn is_implemented(name: &str) -> bool {
+    IMPLEMENTED.contains(&name)
+}
+
 /// A bad `--feature-gates` value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FeatureGateError {
@@ -107,6 +134,19 @@ impl FeatureGates {
     pub fn enabled(&self, name: &str) -> bool {
         self.0.get(name).copied().unwrap_or(false)
     }
+
+    /// Every gate with whether it is on, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, bool)> + '_ {
+        self.0.iter().map(|(name, on)| (*name, *on))
+    }
+
+    /// The gates that are on but do nothing in this koordlet (the start-up warning's list).
+    pub fn enabled_without_effect(&self) -> Vec<&'static str> {
+        self.iter()
+            .filter(|(name, on)| *on && !is_implemented(name))
+            .map(|(name, _)| name)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -132,5 +172,25 @@ mod tests {
             FeatureGates::parse("CPUBurst=yes"),
             Err(FeatureGateError::Value { .. })
         ));
+    }
+
+    #[test]
+    fn implemented_gates_are_known_and_named_in_the_help() {
+        for name in IMPLEMENTED {
+            assert!(GATES.iter().any(|g| g.0 == *name), "{name} is not a gate");
+            assert!(HELP.contains(name), "--help does not name {name}");
+        }
+        for (name, _) in GATES.iter().filter(|g| !is_implemented(g.0)) {
+            let listed = HELP.split(['(', ')', ',', ' ', '.']).any(|w| w == *name);
+            assert!(!listed, "--help names {name} as implemented");
+        }
+        // Upstream's defaults: gates on that do nothing here.
+        assert_eq!(
+            FeatureGates::default().enabled_without_effect(),
+            vec!["NodeTopologyReport"]
+        );
+        let g = FeatureGates::parse("NodeTopologyReport=false").unwrap();
+        assert!(g.enabled_without_effect().is_empty());
+        assert_eq!(g.iter().count(), GATES.len());
     }
 }

@@ -12,8 +12,8 @@
 //! - [`pod`]: the facts about one pod every part needs, resolved once.
 //! - [`features`]: feature gates with upstream's names and defaults.
 //! - [`resctrl`]: schemata lines, resctrl tree facts, class groups and the schemata write.
-//! - [`strategies`]: be_limits, cpu_suppress, cpu_burst, cpu_evict, memory_evict, fast
-//!   suppress and the engine.
+//! - [`strategies`]: be_limits, cpu_suppress, cpu_burst, cpu_evict, memory_evict, cpu_qos,
+//!   fast suppress and the engine.
 //! - [`write`]: the typed write.
 
 pub mod cpuset;

@@ -125,6 +125,12 @@ impl Executor {
         &self.cgroups
     }
 
+    /// Whether it only logs (`--dry-run`): the agent's other actors (core-scheduling cookies
+    /// and the cpuset policy state file) follow the same switch.
+    pub fn dry_run(&self) -> bool {
+        self.config.dry_run
+    }
+
     /// Number of cached last-written values.
     pub fn cached_entries(&self) -> usize {
         self.cache.values().map(Vec::len).sum()

@@ -23,6 +23,7 @@ use crate::states::PodMeta;
 use crate::system::{CgroupDriver, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths};
 use koordlet_core::CgroupWrite;
 use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::cpu_qos::CpuQosKernel;
 use koordlet_core::strategies::engine::{self, EngineInput, EngineOptions, EngineState, NodeFacts};
 
 /// Bad plan input: names the document and the field.
@@ -218,9 +219,17 @@ pub fn plan_with_resctrl(input: &PlanInput, options: &PlanOptions, resctrl_root:
         &paths,
         engine::ReadScope::all(slo.and_then(|s| s.cpu_burst_strategy.as_ref())),
     );
-    let cgroups = match &options.cgroups {
+    let mut cgroups = match &options.cgroups {
         Some(c) => crate::gather::read_cgroup_facts(c, &reads, None),
         None => offline::assumed_cgroups(&pods, &paths, &node, &reads),
+    };
+    // A tree says which CPU QoS files its kernel has; without one, a mainline kernel (5.15+).
+    cgroups.cpu_qos_kernel = match &options.cgroups {
+        Some(c) => crate::system::cpu_qos::probe_cpu_qos(c, &paths).unwrap_or_default(),
+        None => CpuQosKernel {
+            idle: true,
+            bvt: false,
+        },
     };
     let in_flight = BTreeSet::new();
     let state = EngineState::default();

@@ -13,11 +13,15 @@
 //! - [`resource`]: the one table of cgroup files (v1 name, v2 name, value domain, conversion).
 //! - [`cgroupfs`]: reading and validated writing of those files, with the cached "supported?" probe.
 //! - [`resctrl`]: resctrl support detection, mount, facts, group schemata and tasks.
+//! - [`cpu_qos`]: which CPU QoS files (`cpu.idle`, `cpu.bvt_warp_ns`) the kernel has.
+//! - [`core_sched`]: core-scheduling cookies (`prctl(PR_SCHED_CORE)`) for a pod's threads.
 //! - [`cpuset`], [`cgroup_stats`], [`proc_stat`], [`meminfo`], [`psi`]: parsers that never panic.
 
 pub mod cgroup_file;
 pub mod cgroup_stats;
 pub mod cgroupfs;
+pub mod core_sched;
+pub mod cpu_qos;
 mod error;
 pub mod layout;
 pub mod meminfo;

@@ -2,18 +2,18 @@
 //! kubepods and besteffort) and its writes (`cpu.max`, `cpuset.cpus`) with busy processes.
 
 use std::sync::Arc;
-use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
+use koord_test_support::Poll;
 use koordlet::suppress_loop::{NodeCounter, SuppressLoop, SuppressLoopConfig, TickOutcome};
 use koordlet::system::{Cgroups, SystemRoots};
 use koordlet_core::strategies::cpu_suppress::{BeCgroups, CgroupState, CpuPools};
-use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::cpuset::CpuList;
 use koordlet_core::strategies::fast_suppress::{CpusetScope, FastSuppressConfig, NodeCpu};
 
 use super::in_vm_only;
-use super::tree::{V2Tree, cpus_allowed};
+use super::tree::{V2Tree, cpus_allowed, topology};
 
 const NODE: NodeCpu = NodeCpu {
     capacity_milli: 2000,
@@ -43,19 +43,20 @@ fn tick_until(
     s: &ResourceThresholdStrategy,
     done: impl Fn(TickOutcome) -> bool,
 ) -> TickOutcome {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let out = l.tick(Instant::now(), Some(s), NODE);
-        assert_ne!(
-            out,
-            TickOutcome::ReadFailed,
-            "the loop could not read the v2 counters"
-        );
-        if done(out) || Instant::now() >= deadline {
-            return out;
-        }
-        sleep(Duration::from_millis(200));
-    }
+    let mut last = TickOutcome::Idle;
+    Poll::new("the fast loop's outcome", Duration::from_secs(10))
+        .every(Duration::from_millis(200))
+        .until_blocking(|| {
+            let out = l.tick(Instant::now(), Some(s), NODE);
+            assert_ne!(
+                out,
+                TickOutcome::ReadFailed,
+                "the loop could not read the v2 counters"
+            );
+            last = out;
+            done(out).then_some(out)
+        })
+        .unwrap_or(last)
 }
 
 /// LS burns one of the two vCPUs, BE the other; threshold 70 %: BE may use about 400m. The loop
@@ -114,15 +115,7 @@ fn cgroup_v2_vm_fast_suppress_narrows_a_fresh_besteffort_cpuset() {
             }],
         },
         pools: CpuPools {
-            topology: all
-                .iter()
-                .map(|cpu| CpuInfo {
-                    cpu,
-                    core: cpu,
-                    socket: 0,
-                    node: 0,
-                })
-                .collect(),
+            topology: topology(),
             min_be_cpus: Some(1),
             ..Default::default()
         },

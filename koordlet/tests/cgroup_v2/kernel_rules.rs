@@ -2,8 +2,9 @@
 //! readers and writers make of them.
 
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use koord_test_support::Poll;
 use koordlet::system::{CgroupResource as R, CgroupValue, Cgroups, CpuSet, SystemError, SystemRoots};
 
 use super::in_vm_only;
@@ -118,15 +119,18 @@ fn cgroup_v2_vm_memory_high_throttles_and_psi_reads() {
         "pod",
         "exec awk 'BEGIN { s = \"x\"; while (length(s) < 67108864) s = s s; while (1) {} }'",
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let (high, pressure) = loop {
+    let read = || {
         let high = stat_field(&tree.read("pod", "memory.events"), "high");
-        let pressure = cg.pressure(R::MemoryPressure, &pod).unwrap();
-        if (high > 0 && pressure.some.total_us > 0) || Instant::now() >= deadline {
-            break (high, pressure);
-        }
-        sleep(Duration::from_millis(200));
+        (high, cg.pressure(R::MemoryPressure, &pod).unwrap())
     };
+    // The asserts below name what never happened.
+    let (high, pressure) = Poll::new("memory.high throttling", Duration::from_secs(20))
+        .every(Duration::from_millis(200))
+        .until_blocking(|| {
+            let (high, pressure) = read();
+            (high > 0 && pressure.some.total_us > 0).then_some((high, pressure))
+        })
+        .unwrap_or_else(|_| read());
     let current = cg.memory_usage_bytes(&pod).unwrap();
     println!(
         "memory.high 8 MiB: memory.events high {high}, memory.current {} KiB, memory PSI some {} us full {:?} us",

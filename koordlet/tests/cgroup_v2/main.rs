@@ -11,6 +11,9 @@
 // Test harness helpers live outside `#[test]` fns, where clippy's test allowances do not reach.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "../common/mod.rs"]
+mod common;
+mod cpu_qos;
 mod fast_suppress;
 mod kernel_rules;
 mod qos;

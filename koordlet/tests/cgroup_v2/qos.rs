@@ -2,31 +2,25 @@
 //! processes measured from `cpu.stat`. The tolerance is the v1 tier's (15 % of the budget), and
 //! the lower bound is only checked when the VM gave the burners more than the budget before.
 
-use koord_api::QoSClass;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
+use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use koordlet::executor::{Executor, ExecutorConfig};
-use koordlet::states::PodMeta;
 use koordlet::system::{
-    CgroupDriver, CgroupResource as R, CgroupValue, Cgroups, KubeCgroupPaths, SystemRoots,
+    CgroupDir, CgroupDriver, CgroupResource as R, CgroupValue, Cgroups, KubeCgroupPaths, SystemRoots,
 };
 use koordlet_core::strategies::CgroupWrite;
 use koordlet_core::strategies::be_limits::{self, BeLimitsSettings};
-use koordlet_core::strategies::cpu_burst::{
-    self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
-};
-use koordlet_core::strategies::cpu_suppress::{
-    self, BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage, SuppressInput,
-};
-use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
+use koordlet_core::strategies::cpu_burst::BurstState;
+use koordlet_core::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools};
+use koordlet_core::strategies::cpuset::CpuList;
 
+use super::common::kernel::{BurstCgroup, be_pod, burst_round, suppress, throttled_ls_pod};
 use super::in_vm_only;
-use super::tree::{V2Tree, cpus_allowed};
+use super::tree::{V2Tree, cpus_allowed, topology};
 
 const TOLERANCE: f64 = 0.15;
 
@@ -72,18 +66,6 @@ fn check_lower_bound(what: &str, free: f64, limited: f64, budget: f64) {
 const UID: &str = "5e1f0000-aaaa-bbbb-cccc-000000000001";
 const CONTAINER: &str = "containerd://0123abcd";
 
-fn be_pod(batch_cpu_limit: &str) -> PodMeta {
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "burner", "namespace": "test", "uid": UID, "labels": {"koordinator.sh/qosClass": "BE"}},
-        "spec": {"containers": [{"name": "c", "resources": {
-            "requests": {"kubernetes.io/batch-cpu": "500"}, "limits": {"kubernetes.io/batch-cpu": batch_cpu_limit}}}]},
-        "status": {"qosClass": "BestEffort", "phase": "Running",
-                   "containerStatuses": [{"name": "c", "containerID": CONTAINER, "image": "", "imageID": "", "ready": true, "restartCount": 0}]}
-    }))
-    .unwrap();
-    PodMeta::new(Arc::new(pod)).unwrap()
-}
-
 #[test]
 #[ignore = "runs inside the cgroup v2 VM"]
 fn cgroup_v2_vm_be_limits_throttle_a_busy_pod() {
@@ -91,7 +73,7 @@ fn cgroup_v2_vm_be_limits_throttle_a_busy_pod() {
     for driver in [CgroupDriver::Cgroupfs, CgroupDriver::Systemd] {
         let mut tree = V2Tree::new("be-limits");
         let paths = KubeCgroupPaths::with_parent(driver, Path::new(&tree.name)).unwrap();
-        let meta = be_pod("500");
+        let meta = be_pod(UID, CONTAINER, "500");
         let container =
             paths.container_dir(meta.kube_qos, &meta.uid, meta.containers[0].id.as_ref().unwrap());
         let rel = container
@@ -134,7 +116,7 @@ fn state(cgroups: &Cgroups, tree: &V2Tree, rel: &str) -> CgroupState {
         _ => None,
     };
     CgroupState {
-        dir: koordlet::system::CgroupDir::new(tree.rel(rel)).unwrap(),
+        dir: CgroupDir::new(tree.rel(rel)).unwrap(),
         cfs_quota_us: quota,
         cpuset,
     }
@@ -157,22 +139,11 @@ fn cgroup_v2_vm_cfs_quota_suppress_holds_be_to_the_budget() {
         cpu_suppress_policy: Some(CpuSuppressPolicy::CfsQuota),
         ..Default::default()
     };
-    let plan = cpu_suppress::decide(&SuppressInput {
-        strategy: &s,
-        capacity_milli: 2000,
-        reserved_milli: 0,
-        node_usage_milli: 1000,
-        pods: &[CpuUsage {
-            be: false,
-            usage_milli: 1000,
-        }],
-        host_apps: &[],
-        cgroups: &BeCgroups {
-            besteffort: state(&cgroups, &tree, "kubepods/besteffort"),
-            pods: vec![],
-        },
-        cpus: &CpuPools::default(),
-    });
+    let be = BeCgroups {
+        besteffort: state(&cgroups, &tree, "kubepods/besteffort"),
+        pods: vec![],
+    };
+    let plan = suppress(&s, 2000, 1000, &be, &CpuPools::default());
     let budget = plan.budget.as_ref().expect("budget").budget_milli as f64 / 1000.0;
     apply(&mut exec, &plan.writes);
     let cpu_max = tree.read("kubepods/besteffort", "cpu.max");
@@ -182,20 +153,6 @@ fn cgroup_v2_vm_cfs_quota_suppress_holds_be_to_the_budget() {
         "cfsQuota suppress: budget {budget:.3} cores (cpu.max {cpu_max}); BE before {free:.3}, after {limited:.3}"
     );
     check_lower_bound("cfsQuota suppress", free, limited, budget);
-}
-
-fn topology() -> Vec<CpuInfo> {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    CpuList::parse(&online)
-        .unwrap()
-        .iter()
-        .map(|cpu| CpuInfo {
-            cpu,
-            core: cpu,
-            socket: 0,
-            node: 0,
-        })
-        .collect()
 }
 
 #[test]
@@ -235,16 +192,7 @@ fn cgroup_v2_vm_cpuset_suppress_confines_be_processes() {
             reserved,
             ..Default::default()
         };
-        cpu_suppress::decide(&SuppressInput {
-            strategy: &s,
-            capacity_milli: all.len() as i64 * 1000,
-            reserved_milli: 0,
-            node_usage_milli: 0,
-            pods: &[],
-            host_apps: &[],
-            cgroups: cg,
-            cpus: &pools,
-        })
+        suppress(&s, all.len() as i64 * 1000, 0, cg, &pools)
     };
     let plan = decide(
         true,
@@ -282,46 +230,16 @@ fn cgroup_v2_vm_burst_values_are_accepted() {
         Ok(CgroupValue::Int(v)) => Some(v),
         _ => None,
     };
+    let cgroup = |rel: &str| BurstCgroup {
+        dir: CgroupDir::new(tree.rel(rel)).unwrap(),
+        quota_us: read(rel, R::CpuCfsQuota),
+        burst_us: read(rel, R::CpuCfsBurst),
+    };
     let mut state = BurstState::default();
     // Throttled on an idle pool: scale up; then an overloaded pool: down.
     for (round, node_usage) in [0.0, 0.0, 0.0, 1e9, 1e9].into_iter().enumerate() {
-        let pod = BurstPod {
-            namespace: "ns".into(),
-            name: "p".into(),
-            qos: QoSClass::Ls,
-            active: true,
-            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
-            cfs_quota_us: read("pod", R::CpuCfsQuota),
-            cfs_burst_us: read("pod", R::CpuCfsBurst),
-            config: BurstParams {
-                policy: CpuBurstPolicy::Auto,
-                cpu_burst_percent: 1000,
-                cfs_quota_burst_percent: 300,
-                cfs_quota_burst_period_seconds: -1,
-            },
-            config_source: "node".into(),
-            containers: vec![BurstContainer {
-                id: "c1".into(),
-                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
-                cpu_limit_milli: Some(2000),
-                cfs_quota_us: read("pod/c1", R::CpuCfsQuota),
-                cfs_burst_us: read("pod/c1", R::CpuCfsBurst),
-                throttled_ratio: Some(0.5),
-                usage_milli: Some(2000.0),
-            }],
-        };
-        let plan = cpu_burst::decide(&BurstInput {
-            share_pool_threshold_percent: 50,
-            share_pool: SharePool {
-                processors: 2,
-                lse_lsr_request_milli: 0,
-                node_usage_milli: Some(node_usage),
-                lse_lsr_be_usage_milli: Some(0.0),
-            },
-            pods: &[pod],
-            now_seconds: round as f64,
-            state: &state,
-        });
+        let pod = throttled_ls_pod(cgroup("pod"), cgroup("pod/c1"), 2000, 1000);
+        let plan = burst_round(pod, node_usage, round, &state);
         apply(&mut exec, &plan.writes);
         state = plan.next_state;
         let c = &plan.pods[0].containers[0];

@@ -8,6 +8,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use koordlet::system::CgroupDir;
+use koordlet_core::strategies::cpuset::{CpuInfo, CpuList};
 
 /// The VM's cgroup2 mount.
 pub const ROOT: &str = "/sys/fs/cgroup";
@@ -16,22 +17,17 @@ pub const CONTROLLERS: &str = "+cpu +cpuset +memory +io +pids";
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// `<name>/...` below the cgroup2 root plus the processes started in it; drop kills the
-/// processes, then removes the directories deepest first.
+/// processes, then removes the whole subtree deepest first.
 pub struct V2Tree {
     /// The test's top directory, relative to the root.
     pub name: String,
-    dirs: Vec<PathBuf>,
     procs: Vec<Child>,
 }
 
 impl V2Tree {
     pub fn new(prefix: &str) -> Self {
         let name = format!("{prefix}-{}", SEQ.fetch_add(1, Ordering::SeqCst));
-        let mut tree = V2Tree {
-            name,
-            dirs: vec![],
-            procs: vec![],
-        };
+        let mut tree = V2Tree { name, procs: vec![] };
         tree.mkdir("");
         tree
     }
@@ -70,7 +66,6 @@ impl V2Tree {
     fn create(&mut self, path: &Path) {
         if !path.exists() {
             fs::create_dir(path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
-            self.dirs.push(path.to_path_buf());
         }
     }
 
@@ -131,19 +126,9 @@ impl V2Tree {
 impl Drop for V2Tree {
     fn drop(&mut self) {
         self.kill_all();
-        for dir in self.dirs.iter().rev() {
-            // A killed process leaves its cgroup a moment after wait() returns.
-            let mut result = fs::remove_dir(dir);
-            for _ in 0..100 {
-                if result.is_ok() || !dir.exists() {
-                    break;
-                }
-                sleep(Duration::from_millis(10));
-                result = fs::remove_dir(dir);
-            }
-            if let Err(e) = result {
-                eprintln!("cleanup of {} failed: {e}", dir.display());
-            }
+        // koord-test-support's removal: deepest first, waiting for killed tasks to leave.
+        if let Err(e) = koord_test_support::cgroup::remove_tree(&self.path("")) {
+            eprintln!("cleanup of the test cgroup failed: {e}");
         }
     }
 }
@@ -181,4 +166,20 @@ pub fn cpus_allowed(pid: u32) -> String {
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_owned()))
         .unwrap()
+}
+
+/// The VM's online CPUs, each its own core on one socket and NUMA node (the VM's vCPUs have no
+/// meaningful topology).
+pub fn topology() -> Vec<CpuInfo> {
+    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    CpuList::parse(&online)
+        .unwrap()
+        .iter()
+        .map(|cpu| CpuInfo {
+            cpu,
+            core: cpu,
+            socket: 0,
+            node: 0,
+        })
+        .collect()
 }

@@ -1,6 +1,9 @@
 //! Shared fixtures: a fake host (cgroupfs v1 or v2, either driver, a mount table) in a temp
-//! dir, and a tracing capture to assert on log lines.
+//! dir, and a tracing capture to assert on log lines; [`kernel`] has what the real-kernel QoS
+//! tests share.
 #![allow(dead_code)]
+
+pub mod kernel;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

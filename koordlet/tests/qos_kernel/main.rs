@@ -7,24 +7,38 @@
 // Test harness helpers live outside `#[test]` fns, where clippy's test allowances do not reach.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "../common/mod.rs"]
+mod common;
+#[allow(dead_code)] // also the suppress tests' tree
 mod tree;
 
-use koord_api::QoSClass;
 use std::fs;
 use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use koord_api::nodeslo::{CpuBurstPolicy, CpuSuppressPolicy, ResourceThresholdStrategy};
+use common::kernel::{BurstCgroup, burst_round, suppress, throttled_ls_pod};
+use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
+use koordlet::system::CgroupDir;
 use koordlet_core::strategies::CgroupWrite;
-use koordlet_core::strategies::cpu_burst::{
-    self, BurstContainer, BurstInput, BurstParams, BurstPod, BurstState, SharePool,
-};
-use koordlet_core::strategies::cpu_suppress::{
-    self, BeCgroups, BePodCgroups, CpuPools, CpuUsage, SuppressInput,
-};
+use koordlet_core::strategies::cpu_burst::BurstState;
+use koordlet_core::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CpuPools};
 use koordlet_core::strategies::cpuset::CpuList;
 use tree::{CPU_LOCK, ROOT, TestTree, setup, state, topology};
+
+/// An integer file of `rel` in the cpu controller (`None`: missing or unreadable).
+fn cpu_int(tree: &TestTree, rel: &str, file: &str) -> Option<i64> {
+    tree.read("cpu", rel, file).ok()?.parse().ok()
+}
+
+/// `rel` as cpu_burst reads it.
+fn burst_cgroup(tree: &TestTree, rel: &str) -> BurstCgroup {
+    BurstCgroup {
+        dir: CgroupDir::new(tree.rel(rel)).unwrap(),
+        quota_us: cpu_int(tree, rel, "cpu.cfs_quota_us"),
+        burst_us: cpu_int(tree, rel, "cpu.cfs_burst_us"),
+    }
+}
 
 #[test]
 fn cfs_quota_suppress_holds_be_to_the_computed_share() {
@@ -77,19 +91,7 @@ fn cfs_quota_suppress_holds_be_to_the_computed_share() {
         pods: vec![],
     };
     let pools = CpuPools::default(); // topology unknown: cpuset left alone
-    let plan = cpu_suppress::decide(&SuppressInput {
-        strategy: &s,
-        capacity_milli: capacity,
-        reserved_milli: 0,
-        node_usage_milli: 1000,
-        pods: &[CpuUsage {
-            be: false,
-            usage_milli: 1000,
-        }],
-        host_apps: &[],
-        cgroups: &cgroups,
-        cpus: &pools,
-    });
+    let plan = suppress(&s, capacity, 1000, &cgroups, &pools);
     let budget = plan.budget.expect("budget").budget_milli.clamp(0, capacity) as f64;
     let quota = plan
         .quota
@@ -179,19 +181,8 @@ fn cpuset_suppress_confines_be_processes_to_the_chosen_cpus() {
         cpu_suppress_policy: Some(CpuSuppressPolicy::Cpuset),
         ..Default::default()
     };
-    let decide = |s: &ResourceThresholdStrategy, cg: &BeCgroups| {
-        cpu_suppress::decide(&SuppressInput {
-            strategy: s,
-            capacity_milli: all.len() as i64 * 1000,
-            reserved_milli: 0,
-            node_usage_milli: 0,
-            pods: &[],
-            host_apps: &[],
-            cgroups: cg,
-            cpus: &pools,
-        })
-    };
-    let plan = decide(&s, &read_tree(&tree));
+    let capacity = all.len() as i64 * 1000;
+    let plan = suppress(&s, capacity, 0, &read_tree(&tree), &pools);
     assert_eq!(
         plan.cpuset.as_ref().map(|d| d.cpus.clone()),
         Some(first.to_string())
@@ -211,16 +202,7 @@ fn cpuset_suppress_confines_be_processes_to_the_chosen_cpus() {
         reserved: CpuList::default(),
         ..pools.clone()
     };
-    let plan = cpu_suppress::decide(&SuppressInput {
-        strategy: &s,
-        capacity_milli: all.len() as i64 * 1000,
-        reserved_milli: 0,
-        node_usage_milli: 0,
-        pods: &[],
-        host_apps: &[],
-        cgroups: &read_tree(&tree),
-        cpus: &pools_full,
-    });
+    let plan = suppress(&s, capacity, 0, &read_tree(&tree), &pools_full);
     tree.apply(&plan.writes);
     assert_eq!(allowed(pid), all.to_string());
     println!("cpuset suppress: BE pinned to {first}, then restored to {all}");
@@ -228,7 +210,7 @@ fn cpuset_suppress_confines_be_processes_to_the_chosen_cpus() {
 
 #[test]
 fn burst_values_are_accepted_by_the_kernel() {
-    let Some(mut tree) = setup(&["cpu"]) else { return };
+    let Some(tree) = setup(&["cpu"]) else { return };
     for d in ["pod", "pod/c1"] {
         tree.mkdir(d).expect("mkdir");
     }
@@ -239,51 +221,13 @@ fn burst_values_are_accepted_by_the_kernel() {
     for d in ["pod", "pod/c1"] {
         tree.write("cpu", d, "cpu.cfs_quota_us", "200000").expect("quota");
     }
-    let read = |rel: &str, f: &str| -> Option<i64> {
-        fs::read_to_string(tree.path("cpu", rel).join(f))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-    };
+    let read = |rel: &str, f: &str| cpu_int(&tree, rel, f);
+    let cgroup = |rel: &str| burst_cgroup(&tree, rel);
     let mut state = BurstState::default();
     // Throttled on an idle pool → scale up three rounds, then an overloaded pool → down.
     for (round, node_usage) in [0.0, 0.0, 0.0, 1e9, 1e9].into_iter().enumerate() {
-        let pod = BurstPod {
-            namespace: "ns".into(),
-            name: "p".into(),
-            qos: QoSClass::Ls,
-            active: true,
-            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
-            cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
-            cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
-            config: BurstParams {
-                policy: CpuBurstPolicy::Auto,
-                cpu_burst_percent: 1000,
-                cfs_quota_burst_percent: 300,
-                cfs_quota_burst_period_seconds: -1,
-            },
-            config_source: "node".into(),
-            containers: vec![BurstContainer {
-                id: "c1".into(),
-                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
-                cpu_limit_milli: Some(2000),
-                cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
-                cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),
-                throttled_ratio: Some(0.5),
-                usage_milli: Some(2000.0),
-            }],
-        };
-        let plan = cpu_burst::decide(&BurstInput {
-            share_pool_threshold_percent: 50,
-            share_pool: SharePool {
-                processors: 2,
-                lse_lsr_request_milli: 0,
-                node_usage_milli: Some(node_usage),
-                lse_lsr_be_usage_milli: Some(0.0),
-            },
-            pods: &[pod],
-            now_seconds: round as f64,
-            state: &state,
-        });
+        let pod = throttled_ls_pod(cgroup("pod"), cgroup("pod/c1"), 2000, 1000);
+        let plan = burst_round(pod, node_usage, round, &state);
         tree.apply(&plan.writes);
         state = plan.next_state;
         let (q, b) = (
@@ -310,7 +254,7 @@ fn suppress_and_burst_plans_through_the_executor() {
     use koordlet::system::{Cgroups, SystemRoots};
     use std::sync::Arc;
 
-    let Some(mut tree) = setup(&["cpu", "cpuset"]) else {
+    let Some(tree) = setup(&["cpu", "cpuset"]) else {
         return;
     };
     let Ok(cgroups) = Cgroups::detect(&SystemRoots::default()) else {
@@ -332,19 +276,11 @@ fn suppress_and_burst_plans_through_the_executor() {
         cpu_suppress_policy: Some(CpuSuppressPolicy::CfsQuota),
         ..Default::default()
     };
-    let plan = cpu_suppress::decide(&SuppressInput {
-        strategy: &s,
-        capacity_milli: 1000,
-        reserved_milli: 0,
-        node_usage_milli: 0,
-        pods: &[],
-        host_apps: &[],
-        cgroups: &BeCgroups {
-            besteffort: state(&tree, "kubepods/besteffort"),
-            pods: vec![],
-        },
-        cpus: &CpuPools::default(),
-    });
+    let be = BeCgroups {
+        besteffort: state(&tree, "kubepods/besteffort"),
+        pods: vec![],
+    };
+    let plan = suppress(&s, 1000, 0, &be, &CpuPools::default());
     run(&mut exec, &plan.writes);
     let quota = fs::read_to_string(tree.path("cpu", "kubepods/besteffort").join("cpu.cfs_quota_us")).unwrap();
     assert_eq!(quota.trim(), "65000");
@@ -356,50 +292,12 @@ fn suppress_and_burst_plans_through_the_executor() {
     for d in ["pod", "pod/c1"] {
         tree.write("cpu", d, "cpu.cfs_quota_us", "100000").expect("quota");
     }
-    let read = |rel: &str, f: &str| -> Option<i64> {
-        fs::read_to_string(tree.path("cpu", rel).join(f))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-    };
+    let read = |rel: &str, f: &str| cpu_int(&tree, rel, f);
+    let cgroup = |rel: &str| burst_cgroup(&tree, rel);
     let mut state = BurstState::default();
     for (round, node_usage) in [0.0, 0.0, 1e9].into_iter().enumerate() {
-        let pod = BurstPod {
-            namespace: "ns".into(),
-            name: "p".into(),
-            qos: QoSClass::Ls,
-            active: true,
-            cgroup: koordlet::system::CgroupDir::new(tree.rel("pod")).unwrap(),
-            cfs_quota_us: read("pod", "cpu.cfs_quota_us"),
-            cfs_burst_us: read("pod", "cpu.cfs_burst_us"),
-            config: BurstParams {
-                policy: CpuBurstPolicy::Auto,
-                cpu_burst_percent: 50,
-                cfs_quota_burst_percent: 300,
-                cfs_quota_burst_period_seconds: -1,
-            },
-            config_source: "node".into(),
-            containers: vec![BurstContainer {
-                id: "c1".into(),
-                cgroup: koordlet::system::CgroupDir::new(tree.rel("pod/c1")).unwrap(),
-                cpu_limit_milli: Some(1000),
-                cfs_quota_us: read("pod/c1", "cpu.cfs_quota_us"),
-                cfs_burst_us: read("pod/c1", "cpu.cfs_burst_us"),
-                throttled_ratio: Some(0.5),
-                usage_milli: Some(1000.0),
-            }],
-        };
-        let plan = cpu_burst::decide(&BurstInput {
-            share_pool_threshold_percent: 50,
-            share_pool: SharePool {
-                processors: 2,
-                lse_lsr_request_milli: 0,
-                node_usage_milli: Some(node_usage),
-                lse_lsr_be_usage_milli: Some(0.0),
-            },
-            pods: &[pod],
-            now_seconds: round as f64,
-            state: &state,
-        });
+        let pod = throttled_ls_pod(cgroup("pod"), cgroup("pod/c1"), 1000, 50);
+        let plan = burst_round(pod, node_usage, round, &state);
         run(&mut exec, &plan.writes);
         state = plan.next_state;
         let c = &plan.pods[0].containers[0];

@@ -31,7 +31,7 @@ pub(crate) fn step_ls(tree: &TestTree, pid: u32, on: bool) {
     }
     let rel = if on { "kubepods/ls" } else { "park" };
     for c in ["cpu", "cpuacct", "cpuset"] {
-        if c == "cpuset" && !tree.path(c, rel).exists() {
+        if c == "cpuset" && (tree.mount(c).is_none() || !tree.path(c, rel).exists()) {
             continue;
         }
         tree.write(c, rel, "cgroup.procs", &pid.to_string())

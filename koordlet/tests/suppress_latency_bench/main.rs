@@ -16,6 +16,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use harness::*;
+use koord_test_support::Poll;
 use koordlet::suppress_loop::SuppressLoop;
 use koordlet_core::strategies::fast_suppress::FastSuppressConfig;
 use tree::CPU_LOCK;
@@ -94,10 +95,9 @@ fn fast_suppress_reaction_latency() {
     let mut be_after_all = vec![];
     for rep in 0..reps {
         // Back to the idle-LS quota (the loop ramps it up again).
-        let until = Instant::now() + Duration::from_secs(10);
-        while quota(&tree) < idle_quota - 20_000 && Instant::now() < until {
-            sleep(Duration::from_millis(20));
-        }
+        let _ = Poll::new("the idle-LS quota", Duration::from_secs(10))
+            .every(Duration::from_millis(20))
+            .until_blocking(|| (quota(&tree) >= idle_quota - 20_000).then_some(()));
         sleep(Duration::from_millis(300 + (rep as u64 * 7) % 50));
         let before_q = quota(&tree);
         let be_before = tree.measure(&["kubepods/besteffort"], Duration::from_millis(200))[0];
@@ -209,10 +209,9 @@ fn fast_suppress_cpuset_reaction_latency() {
     let mut ls_rates = vec![];
     let (mut be_before_all, mut be_after_all) = (vec![], vec![]);
     for rep in 0..reps {
-        let until = Instant::now() + Duration::from_secs(10);
-        while count("kubepods/besteffort") < all && Instant::now() < until {
-            sleep(Duration::from_millis(20));
-        }
+        let _ = Poll::new("BE back on every CPU", Duration::from_secs(10))
+            .every(Duration::from_millis(20))
+            .until_blocking(|| (count("kubepods/besteffort") >= all).then_some(()));
         sleep(Duration::from_millis(300 + (rep as u64 * 7) % 50));
         let be_before = tree.measure(&["kubepods/besteffort"], Duration::from_millis(200))[0];
         // BE on one CPU uses at most 1000m.

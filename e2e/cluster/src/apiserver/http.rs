@@ -279,8 +279,10 @@ fn parse_json(body: &Bytes) -> ApiResult<Value> {
 }
 
 fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or("")).map_err(ApiError::bad_request)?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or("")).map_err(ApiError::bad_request)?;
+    let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok((labels, fields))
 }
 

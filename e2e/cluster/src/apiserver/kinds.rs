@@ -122,8 +122,8 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
             set_default(obj, "/spec/sessionAffinity", json!("None"));
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            let served =
-                info_from_crd(obj).map_err(|e| ApiError::invalid("CustomResourceDefinition", &name, e))?;
+            let served = info_from_crd(obj)
+                .map_err(|e| ApiError::invalid("CustomResourceDefinition", &name, e.to_string()))?;
             let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
             let now = now_rfc3339();
             let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
@@ -215,7 +215,7 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => info_from_crd(obj)
             .map(|_| ())
-            .map_err(|e| ApiError::invalid("CustomResourceDefinition", name, e)),
+            .map_err(|e| ApiError::invalid("CustomResourceDefinition", name, e.to_string())),
         _ => Ok(()),
     }
 }

@@ -8,7 +8,7 @@ use super::object::{is_deleting, meta, meta_str, now_rfc3339};
 use super::ops::{DeleteParams, Target, UpdateMode, WriteParams};
 use super::patch::PatchKind;
 use super::resource::GroupResource;
-use super::selector::label_selector_object_matches;
+use super::selector::{SelectorError, label_selector_object_matches};
 use super::server::ApiServer;
 
 /// Is a pod counted as healthy by a disruption budget (Running and Ready)?
@@ -21,21 +21,32 @@ pub fn pod_healthy(pod: &Value) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
-fn scaled(v: &Value, expected: usize, round_up: bool) -> Result<usize, String> {
+/// Why a PodDisruptionBudget cannot be evaluated; an eviction it covers fails with 500.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// `minAvailable` / `maxUnavailable` is neither a count nor a percentage (as JSON).
+    #[error("invalid value {0}")]
+    InvalidValue(String),
+    /// The budget's selector is unusable.
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+}
+
+fn scaled(v: &Value, expected: usize, round_up: bool) -> Result<usize, BudgetError> {
     match v {
         Value::Number(n) => n
             .as_u64()
             .map(|n| n as usize)
-            .ok_or_else(|| format!("invalid value {n}")),
+            .ok_or_else(|| BudgetError::InvalidValue(n.to_string())),
         Value::String(s) => {
             let pct: f64 = s
                 .strip_suffix('%')
                 .and_then(|p| p.parse().ok())
-                .ok_or_else(|| format!("invalid value {s:?}"))?;
+                .ok_or_else(|| BudgetError::InvalidValue(format!("{s:?}")))?;
             let x = pct * expected as f64 / 100.0;
             Ok(if round_up { x.ceil() } else { x.floor() } as usize)
         }
-        other => Err(format!("invalid value {other}")),
+        other => Err(BudgetError::InvalidValue(other.to_string())),
     }
 }
 
@@ -58,7 +69,7 @@ impl BudgetState {
 }
 
 /// Compute a PDB's state over the pods of its namespace (pure).
-pub fn budget_state(pdb: &Value, pods: &[&Value]) -> Result<BudgetState, String> {
+pub fn budget_state(pdb: &Value, pods: &[&Value]) -> Result<BudgetState, BudgetError> {
     let selector = pdb.pointer("/spec/selector");
     let mut expected = 0;
     let mut healthy = 0;
@@ -174,7 +185,7 @@ impl ApiServer {
                 .list(&GroupResource::new("", "pods"), Some(&ns), None, None, &|_| true)
                 .items;
             let values: Vec<&Value> = pods.iter().map(|p| &p.value).collect();
-            let state = budget_state(&pdb.value, &values).map_err(ApiError::internal)?;
+            let state = budget_state(&pdb.value, &values).map_err(|e| ApiError::internal(e.to_string()))?;
             let always = pdb
                 .value
                 .pointer("/spec/unhealthyPodEvictionPolicy")
@@ -304,6 +315,14 @@ mod tests {
         assert_eq!(budget_state(&max, &refs).unwrap().desired, 1);
         assert_eq!(budget_state(&max, &refs).unwrap().allowed(), 1);
         let bad = json!({"spec": {"minAvailable": "x%"}});
-        assert!(budget_state(&bad, &refs).is_err());
+        assert_eq!(
+            budget_state(&bad, &refs),
+            Err(BudgetError::InvalidValue(r#""x%""#.into()))
+        );
+        let negative = json!({"spec": {"maxUnavailable": -1}});
+        assert_eq!(
+            budget_state(&negative, &refs).unwrap_err().to_string(),
+            "invalid value -1"
+        );
     }
 }

@@ -318,12 +318,12 @@ impl Registry {
         self.by_key.values()
     }
 
-    /// Serve (or re-serve) a CRD. Returns an error message if the CRD is unusable.
-    pub fn install_crd(&mut self, crd: &Value) -> Result<GroupResource, String> {
+    /// Serve (or re-serve) a CRD; an unusable CRD is refused with the reason.
+    pub fn install_crd(&mut self, crd: &Value) -> Result<GroupResource, CrdError> {
         let info = info_from_crd(crd)?;
         let key = info.group_resource();
         if self.by_key.get(&key).is_some_and(|old| !old.custom) {
-            return Err(format!("{} is a built-in resource", info.qualified_name()));
+            return Err(CrdError::BuiltIn(info.qualified_name()));
         }
         self.by_key.insert(key.clone(), Arc::new(info));
         Ok(key)
@@ -341,34 +341,53 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(v, |v, k| v.get(k)).and_then(Value::as_str)
 }
 
+/// Why a CustomResourceDefinition cannot be served: the API server answers 422 Invalid with
+/// this text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CrdError {
+    /// A required field is missing (its path).
+    #[error("{0} is required")]
+    Required(&'static str),
+    /// `metadata.name` is not `<plural>.<group>` (the expected name).
+    #[error("metadata.name must be spec.names.plural+\".\"+spec.group ({0})")]
+    Name(String),
+    /// `spec.scope` is neither Namespaced nor Cluster.
+    #[error("spec.scope must be Namespaced or Cluster, got {0:?}")]
+    Scope(Option<String>),
+    /// No version has `served: true`.
+    #[error("spec.versions must contain a served version")]
+    NoServedVersion,
+    /// The CRD would replace a built-in resource (its qualified name).
+    #[error("{0} is a built-in resource")]
+    BuiltIn(String),
+}
+
 /// Parse the served shape of a CRD (`apiextensions.k8s.io/v1`).
-pub fn info_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
-    let spec = crd.get("spec").ok_or("spec is required")?;
+pub fn info_from_crd(crd: &Value) -> Result<ResourceInfo, CrdError> {
+    let spec = crd.get("spec").ok_or(CrdError::Required("spec"))?;
     let group = str_at(spec, &["group"])
-        .ok_or("spec.group is required")?
+        .ok_or(CrdError::Required("spec.group"))?
         .to_string();
-    let names = spec.get("names").ok_or("spec.names is required")?;
+    let names = spec.get("names").ok_or(CrdError::Required("spec.names"))?;
     let plural = str_at(names, &["plural"])
-        .ok_or("spec.names.plural is required")?
+        .ok_or(CrdError::Required("spec.names.plural"))?
         .to_string();
     let kind = str_at(names, &["kind"])
-        .ok_or("spec.names.kind is required")?
+        .ok_or(CrdError::Required("spec.names.kind"))?
         .to_string();
     let name = str_at(crd, &["metadata", "name"]).unwrap_or_default();
     if name != format!("{plural}.{group}") {
-        return Err(format!(
-            "metadata.name must be spec.names.plural+\".\"+spec.group ({plural}.{group})"
-        ));
+        return Err(CrdError::Name(format!("{plural}.{group}")));
     }
     let namespaced = match str_at(spec, &["scope"]) {
         Some("Namespaced") => true,
         Some("Cluster") => false,
-        other => return Err(format!("spec.scope must be Namespaced or Cluster, got {other:?}")),
+        other => return Err(CrdError::Scope(other.map(str::to_owned))),
     };
     let versions = spec
         .get("versions")
         .and_then(Value::as_array)
-        .ok_or("spec.versions is required")?;
+        .ok_or(CrdError::Required("spec.versions"))?;
     let mut served: Vec<(bool, String, &Value)> = versions
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
@@ -378,7 +397,7 @@ pub fn info_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
         })
         .collect();
     if served.is_empty() {
-        return Err("spec.versions must contain a served version".into());
+        return Err(CrdError::NoServedVersion);
     }
     served.sort_by_key(|(storage, _, _)| !storage);
     let first = served[0].2;
@@ -423,4 +442,49 @@ pub fn info_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
         printer_columns,
         schema: first.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unusable_crds_are_refused_with_the_api_servers_words() {
+        let crd = |name: &str, scope: Value, versions: Value| {
+            json!({"metadata": {"name": name}, "spec": {"group": "x.io", "scope": scope,
+                "names": {"plural": "things", "kind": "Thing"}, "versions": versions}})
+        };
+        let served = json!([{"name": "v1", "served": true, "storage": true}]);
+        let cases = [
+            (json!({}), "spec is required"),
+            (json!({"spec": {"group": "x.io"}}), "spec.names is required"),
+            (
+                crd("things.y.io", json!("Namespaced"), served.clone()),
+                r#"metadata.name must be spec.names.plural+"."+spec.group (things.x.io)"#,
+            ),
+            (
+                crd("things.x.io", json!("Galaxy"), served.clone()),
+                r#"spec.scope must be Namespaced or Cluster, got Some("Galaxy")"#,
+            ),
+            (
+                crd("things.x.io", Value::Null, served.clone()),
+                "spec.scope must be Namespaced or Cluster, got None",
+            ),
+            (
+                crd(
+                    "things.x.io",
+                    json!("Cluster"),
+                    json!([{"name": "v1", "served": false}]),
+                ),
+                "spec.versions must contain a served version",
+            ),
+        ];
+        for (crd, message) in cases {
+            assert_eq!(info_from_crd(&crd).unwrap_err().to_string(), message, "{crd}");
+        }
+        let ok = crd("things.x.io", json!("Cluster"), served);
+        let info = info_from_crd(&ok).unwrap();
+        assert_eq!((info.plural.as_str(), info.namespaced), ("things", false));
+    }
 }

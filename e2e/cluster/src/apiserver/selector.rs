@@ -3,6 +3,34 @@
 
 use serde_json::Value;
 
+/// A selector the API server cannot parse or evaluate; it answers with this text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// `key in (...)` / `key notin (...)` without a parenthesised set.
+    #[error("bad set in {0:?}")]
+    BadSet(String),
+    /// A label selector requirement with an empty key or one with other characters.
+    #[error("invalid label selector {selector:?}: bad key {key:?}")]
+    BadKey {
+        /// The whole selector.
+        selector: String,
+        /// The key it names.
+        key: String,
+    },
+    /// A field selector term without `=`, `==` or `!=`.
+    #[error("invalid field selector term {0:?}")]
+    FieldTerm(String),
+    /// A field selector path with an empty segment.
+    #[error("invalid field path in {0:?}")]
+    FieldPath(String),
+    /// A `matchExpressions` entry without `key`.
+    #[error("matchExpressions[].key is required")]
+    MissingKey,
+    /// A `matchExpressions` operator other than In, NotIn, Exists, DoesNotExist.
+    #[error("unknown label selector operator {0:?}")]
+    UnknownOperator(Option<String>),
+}
+
 /// One requirement of a label selector.
 #[derive(Debug, Clone, PartialEq)]
 enum LabelReq {
@@ -59,7 +87,7 @@ fn parse_set(rest: &str) -> Option<Vec<String>> {
 
 impl LabelSelector {
     /// Parse the string form, e.g. `app=web,tier in (a,b),!legacy`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         for part in split_top_level(s) {
             let req = if let Some(key) = part.strip_prefix('!') {
@@ -73,12 +101,12 @@ impl LabelSelector {
             } else if let Some((k, rest)) = part.split_once(" notin ") {
                 LabelReq::NotIn(
                     k.trim().into(),
-                    parse_set(rest).ok_or_else(|| format!("bad set in {part:?}"))?,
+                    parse_set(rest).ok_or_else(|| SelectorError::BadSet(part.to_owned()))?,
                 )
             } else if let Some((k, rest)) = part.split_once(" in ") {
                 LabelReq::In(
                     k.trim().into(),
-                    parse_set(rest).ok_or_else(|| format!("bad set in {part:?}"))?,
+                    parse_set(rest).ok_or_else(|| SelectorError::BadSet(part.to_owned()))?,
                 )
             } else {
                 LabelReq::Exists(part.to_string())
@@ -92,7 +120,10 @@ impl LabelSelector {
                 | LabelReq::NotExists(k) => k,
             };
             if !valid_key(key) {
-                return Err(format!("invalid label selector {s:?}: bad key {key:?}"));
+                return Err(SelectorError::BadKey {
+                    selector: s.to_owned(),
+                    key: key.clone(),
+                });
             }
             reqs.push(req);
         }
@@ -122,7 +153,7 @@ pub struct FieldSelector(Vec<(Vec<String>, bool, String)>);
 
 impl FieldSelector {
     /// Parse `metadata.name=x,status.phase!=Failed`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut terms = Vec::new();
         for part in split_top_level(s) {
             let (path, eq, value) = if let Some((k, v)) = part.split_once("!=") {
@@ -132,11 +163,11 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(format!("invalid field selector term {part:?}"));
+                return Err(SelectorError::FieldTerm(part.to_owned()));
             };
             let path: Vec<String> = path.trim().split('.').map(String::from).collect();
             if path.iter().any(String::is_empty) {
-                return Err(format!("invalid field path in {part:?}"));
+                return Err(SelectorError::FieldPath(part.to_owned()));
             }
             terms.push((path, eq, value.trim().to_string()));
         }
@@ -161,7 +192,7 @@ impl FieldSelector {
 pub fn label_selector_object_matches(
     selector: Option<&Value>,
     labels: Option<&Value>,
-) -> Result<bool, String> {
+) -> Result<bool, SelectorError> {
     let Some(sel) = selector.filter(|s| !s.is_null()) else {
         return Ok(true);
     };
@@ -182,7 +213,7 @@ pub fn label_selector_object_matches(
         let key = expr
             .get("key")
             .and_then(Value::as_str)
-            .ok_or("matchExpressions[].key is required")?;
+            .ok_or(SelectorError::MissingKey)?;
         let values: Vec<&str> = expr
             .get("values")
             .and_then(Value::as_array)
@@ -193,7 +224,7 @@ pub fn label_selector_object_matches(
             Some("NotIn") => get(key).is_none_or(|x| !values.contains(&x)),
             Some("Exists") => get(key).is_some(),
             Some("DoesNotExist") => get(key).is_none(),
-            other => return Err(format!("unknown label selector operator {other:?}")),
+            other => return Err(SelectorError::UnknownOperator(other.map(str::to_owned))),
         };
         if !ok {
             return Ok(false);
@@ -216,7 +247,14 @@ mod tests {
         assert!(!m("app!=web"));
         assert!(m("tier notin (c),!legacy,app"));
         assert!(!m("legacy"));
-        assert!(LabelSelector::parse("a b=c").is_err());
+        assert_eq!(
+            LabelSelector::parse("a b=c").unwrap_err().to_string(),
+            r#"invalid label selector "a b=c": bad key "a b""#
+        );
+        assert_eq!(
+            LabelSelector::parse("tier in a"),
+            Err(SelectorError::BadSet("tier in a".into()))
+        );
     }
 
     #[test]
@@ -226,7 +264,14 @@ mod tests {
         assert!(m("spec.nodeName="));
         assert!(m("metadata.name=p,status.phase!=Failed"));
         assert!(!m("status.phase=Pending"));
-        assert!(FieldSelector::parse("nonsense").is_err());
+        assert_eq!(
+            FieldSelector::parse("nonsense").unwrap_err().to_string(),
+            r#"invalid field selector term "nonsense""#
+        );
+        assert_eq!(
+            FieldSelector::parse("spec..x=1"),
+            Err(SelectorError::FieldPath("spec..x=1".into()))
+        );
     }
 
     #[test]
@@ -235,6 +280,11 @@ mod tests {
         let sel = json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]});
         assert!(label_selector_object_matches(Some(&sel), Some(&labels)).unwrap());
         let bad = json!({"matchExpressions": [{"key": "x", "operator": "Nope"}]});
-        assert!(label_selector_object_matches(Some(&bad), Some(&labels)).is_err());
+        assert_eq!(
+            label_selector_object_matches(Some(&bad), Some(&labels))
+                .unwrap_err()
+                .to_string(),
+            r#"unknown label selector operator Some("Nope")"#
+        );
     }
 }

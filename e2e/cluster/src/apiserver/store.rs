@@ -231,25 +231,7 @@ impl Store {
         if exists {
             return Err(ApiError::already_exists(&res.resource, &key.1));
         }
-        let rv = st.rv + 1;
-        let obj = Self::stored(value, rv)?;
-        st.rv = rv;
-        st.objects
-            .entry(res.clone())
-            .or_default()
-            .insert(key.clone(), obj.clone());
-        self.record(
-            &mut st,
-            Change {
-                rv,
-                resource: res.clone(),
-                namespace: key.0,
-                kind: ChangeType::Added,
-                object: obj.clone(),
-                previous: None,
-            },
-        );
-        Ok(obj)
+        self.commit(&mut st, res, &key, value, ChangeType::Added, None)
     }
 
     /// Replace an object if it is still at `base_rv` (409 otherwise, 404 if gone).
@@ -271,6 +253,19 @@ impl Store {
             // No-op update: a real API server does not bump the resourceVersion.
             return Ok(cur);
         }
+        self.commit(&mut st, res, key, value, ChangeType::Modified, Some(cur))
+    }
+
+    /// Stores `value` under `key` at the next resourceVersion and records the change.
+    fn commit(
+        &self,
+        st: &mut State,
+        res: &GroupResource,
+        key: &ObjectKey,
+        value: Value,
+        kind: ChangeType,
+        previous: Option<Arc<StoredObject>>,
+    ) -> ApiResult<Arc<StoredObject>> {
         let rv = st.rv + 1;
         let obj = Self::stored(value, rv)?;
         st.rv = rv;
@@ -279,14 +274,14 @@ impl Store {
             .or_default()
             .insert(key.clone(), obj.clone());
         self.record(
-            &mut st,
+            st,
             Change {
                 rv,
                 resource: res.clone(),
                 namespace: key.0.clone(),
-                kind: ChangeType::Modified,
+                kind,
                 object: obj.clone(),
-                previous: Some(cur),
+                previous,
             },
         );
         Ok(obj)

@@ -108,7 +108,7 @@ impl CgroupTree {
         );
         let mode = match detect_real(&run_name) {
             Ok((mode, run_dirs)) => return Self::build(mode, run_name, run_dirs),
-            Err(reason) => reason,
+            Err(reason) => reason.to_string(),
         };
         tracing::warn!(reason = %mode, "real cgroups not usable; simulated nodes use a fake cgroupfs with simulated usage");
         Self::build(CgroupMode::Fake { reason: mode }, run_name, Vec::new())
@@ -417,10 +417,25 @@ pub(crate) fn remove_cgroup_tree(dir: &Path) -> Result<(), CgroupError> {
     Ok(koord_test_support::cgroup::remove_tree(dir)?)
 }
 
-/// Finds the writable real cgroups and creates the run directories; `Err(reason)` otherwise.
-fn detect_real(run_name: &str) -> Result<(CgroupMode, Vec<PathBuf>), String> {
-    let mounts =
-        fs::read_to_string("/proc/self/mounts").map_err(|e| format!("cannot read /proc/self/mounts: {e}"))?;
+/// Why the simulated nodes fall back to the fake cgroupfs (the reason they log and report).
+#[derive(Debug, Error)]
+enum RealCgroupsUnusable {
+    /// The mount table is unreadable.
+    #[error("cannot read /proc/self/mounts: {0}")]
+    Mounts(#[source] io::Error),
+    /// Neither a complete cgroup v1 set nor a usable cgroup2 mount.
+    #[error(
+        "no cgroup v1 mounts for cpu, cpuacct, cpuset and memory and no cgroup2 mount with cpu and memory"
+    )]
+    NoMounts,
+    /// The run directory could not be created (not root, read-only).
+    #[error("cgroups not writable: {0}")]
+    NotWritable(#[source] CgroupError),
+}
+
+/// Finds the writable real cgroups and creates the run directories; why not otherwise.
+fn detect_real(run_name: &str) -> Result<(CgroupMode, Vec<PathBuf>), RealCgroupsUnusable> {
+    let mounts = fs::read_to_string("/proc/self/mounts").map_err(RealCgroupsUnusable::Mounts)?;
     let mut v1: Vec<Option<PathBuf>> = vec![None; V1_CONTROLLERS.len()];
     let mut v2: Option<PathBuf> = None;
     for line in mounts.lines() {
@@ -454,7 +469,7 @@ fn detect_real(run_name: &str) -> Result<(CgroupMode, Vec<PathBuf>), String> {
     } else if let Some(mount) = v2 {
         CgroupMode::V2 { mount }
     } else {
-        return Err("no cgroup v1 mounts for cpu, cpuacct, cpuset and memory and no cgroup2 mount with cpu and memory".into());
+        return Err(RealCgroupsUnusable::NoMounts);
     };
     // (mount, copy cpuset files on mkdir)
     let bases: Vec<(PathBuf, bool)> = match &mode {
@@ -477,7 +492,7 @@ fn detect_real(run_name: &str) -> Result<(CgroupMode, Vec<PathBuf>), String> {
             for created in &run_dirs {
                 let _ = remove_cgroup_tree(created);
             }
-            return Err(format!("cgroups not writable: {err}"));
+            return Err(RealCgroupsUnusable::NotWritable(err));
         }
         run_dirs.push(dir);
     }

@@ -75,6 +75,48 @@ pub fn add_requests(sum: &mut Resources, pod: &Resources) {
     }
 }
 
+/// Why one node cannot take a pod (the scheduler's words, shown in the pod's condition).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misfit {
+    /// The node is cordoned.
+    #[error("not schedulable")]
+    Unschedulable,
+    /// The pod's node selector asks for a label the node does not have.
+    #[error("node selector {key}={value} does not match")]
+    Selector {
+        /// Label key.
+        key: String,
+        /// Wanted value.
+        value: String,
+    },
+    /// Not enough of a resource left.
+    #[error("insufficient {resource} (requested {requested}m, free {free}m)")]
+    Insufficient {
+        /// Resource name.
+        resource: String,
+        /// What the pod requests, in milli-units.
+        requested: i128,
+        /// What the node has left, in milli-units.
+        free: i128,
+    },
+}
+
+/// Why no node can take a pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoNodeFits {
+    /// The cluster has no simulated nodes at all.
+    #[error("no simulated nodes")]
+    NoNodes,
+    /// Every node was rejected, each for its reason.
+    #[error("{}", rejections(.0))]
+    Rejected(Vec<(String, Misfit)>),
+}
+
+fn rejections(nodes: &[(String, Misfit)]) -> String {
+    let reasons: Vec<String> = nodes.iter().map(|(node, why)| format!("{node}: {why}")).collect();
+    reasons.join("; ")
+}
+
 /// Picks the node for a pod: among schedulable nodes whose labels match the node selector and
 /// whose allocatable covers every positive request on top of what is already requested, the
 /// one with the most CPU left afterwards (spreading load like the default scheduler's
@@ -83,9 +125,9 @@ pub fn choose_node(
     requests: &Resources,
     node_selector: &BTreeMap<String, String>,
     nodes: &[NodeRoom],
-) -> Result<String, String> {
+) -> Result<String, NoNodeFits> {
     let mut best: Option<(i128, &str)> = None;
-    let mut reasons = Vec::new();
+    let mut rejected = Vec::new();
     for node in nodes {
         match fits(requests, node_selector, node) {
             Ok(cpu_left) => {
@@ -97,13 +139,13 @@ pub fn choose_node(
                     best = Some((cpu_left, &node.name));
                 }
             }
-            Err(reason) => reasons.push(format!("{}: {reason}", node.name)),
+            Err(why) => rejected.push((node.name.clone(), why)),
         }
     }
     match best {
         Some((_, name)) => Ok(name.to_string()),
-        None if nodes.is_empty() => Err("no simulated nodes".to_string()),
-        None => Err(reasons.join("; ")),
+        None if nodes.is_empty() => Err(NoNodeFits::NoNodes),
+        None => Err(NoNodeFits::Rejected(rejected)),
     }
 }
 
@@ -112,23 +154,27 @@ fn fits(
     requests: &Resources,
     node_selector: &BTreeMap<String, String>,
     node: &NodeRoom,
-) -> Result<i128, String> {
+) -> Result<i128, Misfit> {
     if !node.schedulable {
-        return Err("not schedulable".into());
+        return Err(Misfit::Unschedulable);
     }
     for (key, value) in node_selector {
         if node.labels.get(key) != Some(value) {
-            return Err(format!("node selector {key}={value} does not match"));
+            return Err(Misfit::Selector {
+                key: key.clone(),
+                value: value.clone(),
+            });
         }
     }
     for (name, wanted) in requests.iter().filter(|(_, v)| **v > 0) {
         let allocatable = node.allocatable.get(name).copied().unwrap_or(0);
         let used = node.requested.get(name).copied().unwrap_or(0);
         if used + wanted > allocatable {
-            return Err(format!(
-                "insufficient {name} (requested {wanted}m, free {}m)",
-                allocatable - used
-            ));
+            return Err(Misfit::Insufficient {
+                resource: name.clone(),
+                requested: *wanted,
+                free: allocatable - used,
+            });
         }
     }
     let cpu = |m: &Resources| m.get("cpu").copied().unwrap_or(0);
@@ -221,11 +267,14 @@ mod tests {
             Ok("c".into())
         );
         let too_big = choose_node(&res(&[("kubernetes.io/batch-cpu", 3000)]), &empty, &nodes);
-        assert!(
-            too_big
-                .as_ref()
-                .is_err_and(|e| e.contains("insufficient kubernetes.io/batch-cpu")),
-            "{too_big:?}"
+        assert_eq!(
+            too_big.map_err(|e| e.to_string()),
+            Err(
+                "a: insufficient kubernetes.io/batch-cpu (requested 3000m, free 0m); \
+                 b: insufficient kubernetes.io/batch-cpu (requested 3000m, free 0m); \
+                 c: insufficient kubernetes.io/batch-cpu (requested 3000m, free 2000m)"
+                    .into()
+            )
         );
         // Zero requests need nothing; ties go to the smaller name.
         let twins = vec![node("y", &[("cpu", 1000)], &[]), node("x", &[("cpu", 1000)], &[])];
@@ -247,7 +296,28 @@ mod tests {
         );
         b.schedulable = false;
         a.schedulable = false;
-        assert!(choose_node(&res(&[]), &BTreeMap::new(), &[a, b]).is_err());
-        assert!(choose_node(&res(&[]), &BTreeMap::new(), &[]).is_err());
+        assert_eq!(
+            choose_node(&res(&[]), &selector, &[a.clone()]).map_err(|e| e.to_string()),
+            Err("a: not schedulable".into())
+        );
+        a.schedulable = true;
+        let elsewhere: BTreeMap<String, String> = [("zone".to_string(), "z2".to_string())].into();
+        assert_eq!(
+            choose_node(&res(&[]), &elsewhere, &[a.clone(), b]),
+            Err(NoNodeFits::Rejected(vec![
+                (
+                    "a".into(),
+                    Misfit::Selector {
+                        key: "zone".into(),
+                        value: "z2".into()
+                    }
+                ),
+                ("b".into(), Misfit::Unschedulable),
+            ]))
+        );
+        assert_eq!(
+            choose_node(&res(&[]), &BTreeMap::new(), &[]),
+            Err(NoNodeFits::NoNodes)
+        );
     }
 }

@@ -524,7 +524,8 @@ fn apply(
                     writes.push((key, uid.clone(), status.clone()));
                     node.running.insert(uid, (running, status));
                 }
-                Err(message) => {
+                Err(err) => {
+                    let message = err.to_string();
                     tracing::warn!(pod = %key, node = %node.spec.name, %message, "pod could not start");
                     let names: Vec<String> = pod
                         .spec

@@ -168,7 +168,7 @@ pub fn schedule(pending: &[&Pod], rooms: &mut [NodeRoom]) -> (Vec<Binding>, BTre
                 ));
             }
             Err(reason) => {
-                unschedulable.insert(key, reason);
+                unschedulable.insert(key, reason.to_string());
             }
         }
     }

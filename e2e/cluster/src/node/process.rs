@@ -15,9 +15,11 @@ use thiserror::Error;
 use super::fakefs::ContainerUsage;
 use super::workload::Workload;
 
-/// The worker: argv = load (fraction of one core), bytes to hold.
+/// The worker: argv = load (fraction of one core), bytes to hold. It ignores SIGINT: a
+/// terminal's Ctrl-C reaches the whole process group, and the node stops its workers itself.
 const WORKER: &str = r#"
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 parent = os.getppid()
 if sys.stdin.readline() == "":
     sys.exit(0)

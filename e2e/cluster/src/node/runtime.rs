@@ -6,13 +6,60 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::cgroup::NodeCgroups;
+use super::cgroup::{CgroupError, NodeCgroups};
 use super::limits;
 use super::objects::{StartedContainer, new_container_id};
-use super::process::ContainerProcesses;
+use super::process::{ContainerProcesses, ProcessError};
 use super::qos::{KubeQos, container_cgroup_dir, pod_cgroup_dir, pod_qos};
-use super::quantity::parse_units;
-use super::workload::{Workload, container_workload};
+use super::quantity::{QuantityError, parse_units};
+use super::workload::{Workload, WorkloadError, container_workload};
+
+/// Why a pod could not start; its text is the message of the pod's failed status.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The pod has no `metadata.uid`.
+    #[error("pod has no uid")]
+    NoUid,
+    /// The pod's requests or limits do not parse.
+    #[error("pod resources: {0}")]
+    PodResources(#[source] QuantityError),
+    /// A container's workload annotations or command do not parse.
+    #[error("container {container}: {source}")]
+    Workload {
+        /// Container name.
+        container: String,
+        /// What is wrong.
+        #[source]
+        source: WorkloadError,
+    },
+    /// A container's requests or limits do not parse.
+    #[error("container {container}: {source}")]
+    ContainerResources {
+        /// Container name.
+        container: String,
+        /// What is wrong.
+        #[source]
+        source: QuantityError,
+    },
+    /// A cgroup could not be created or a process moved into it.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// The kernel refused the pod cgroup's limits.
+    #[error("pod cgroup limits: {0}")]
+    PodLimits(#[source] CgroupError),
+    /// The kernel refused a container cgroup's limits.
+    #[error("container {container} cgroup limits: {source}")]
+    ContainerLimits {
+        /// Container name.
+        container: String,
+        /// What the kernel said.
+        #[source]
+        source: CgroupError,
+    },
+    /// A worker process could not be started or released.
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+}
 
 /// A pod whose containers run. Dropping it kills the processes and removes the pod's cgroups.
 #[derive(Debug)]
@@ -65,9 +112,13 @@ impl Drop for RunningPod {
 }
 
 /// Creates the pod's cgroups and starts each container in its own. On any failure everything
-/// already started is torn down and the error returned as text for the pod status.
-pub fn start_pod(pod: &Pod, cgroups: &NodeCgroups, max_container_memory: u64) -> Result<RunningPod, String> {
-    let uid = pod.metadata.uid.clone().ok_or("pod has no uid")?;
+/// already started is torn down and the error returned for the pod status.
+pub fn start_pod(
+    pod: &Pod,
+    cgroups: &NodeCgroups,
+    max_container_memory: u64,
+) -> Result<RunningPod, StartError> {
+    let uid = pod.metadata.uid.clone().ok_or(StartError::NoUid)?;
     let key = format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or(""),
@@ -79,20 +130,25 @@ pub fn start_pod(pod: &Pod, cgroups: &NodeCgroups, max_container_memory: u64) ->
     let spec = pod.spec.clone().unwrap_or_default();
     let containers = &spec.containers;
     // Read every workload and limit before creating anything.
-    let pod_limits = limits::pod_limits(&spec, qos).map_err(|e| format!("pod resources: {e}"))?;
-    let cpu_request_milli =
-        limits::pod_cpu_request_milli(&spec).map_err(|e| format!("pod resources: {e}"))?;
+    let pod_limits = limits::pod_limits(&spec, qos).map_err(StartError::PodResources)?;
+    let cpu_request_milli = limits::pod_cpu_request_milli(&spec).map_err(StartError::PodResources)?;
     let mut workloads = Vec::new();
     let mut container_limits = Vec::new();
     for container in containers {
-        let workload = container_workload(&annotations, container)
-            .map_err(|e| format!("container {}: {e}", container.name))?;
+        let workload =
+            container_workload(&annotations, container).map_err(|source| StartError::Workload {
+                container: container.name.clone(),
+                source,
+            })?;
         workloads.push(clamp_memory(workload, container, max_container_memory, &key));
-        container_limits.push(
-            limits::container_limits(container).map_err(|e| format!("container {}: {e}", container.name))?,
-        );
+        container_limits.push(limits::container_limits(container).map_err(|source| {
+            StartError::ContainerResources {
+                container: container.name.clone(),
+                source,
+            }
+        })?);
     }
-    cgroups.create(&pod_dir).map_err(|e| e.to_string())?;
+    cgroups.create(&pod_dir)?;
     let mut running = RunningPod {
         key,
         pod_dir,
@@ -104,19 +160,22 @@ pub fn start_pod(pod: &Pod, cgroups: &NodeCgroups, max_container_memory: u64) ->
     // As the kubelet: the pod cgroup's limits before any container starts in it.
     cgroups
         .write_limits(&running.pod_dir, &pod_limits)
-        .map_err(|e| format!("pod cgroup limits: {e}"))?;
+        .map_err(StartError::PodLimits)?;
     for ((container, workload), container_limits) in containers.iter().zip(workloads).zip(container_limits) {
         let container_id = new_container_id();
         let dir = container_cgroup_dir(qos, &uid, &container_id);
-        cgroups.create(&dir).map_err(|e| e.to_string())?;
+        cgroups.create(&dir)?;
         cgroups
             .write_limits(&dir, &container_limits)
-            .map_err(|e| format!("container {} cgroup limits: {e}", container.name))?;
-        let mut processes = ContainerProcesses::spawn(workload).map_err(|e| e.to_string())?;
+            .map_err(|source| StartError::ContainerLimits {
+                container: container.name.clone(),
+                source,
+            })?;
+        let mut processes = ContainerProcesses::spawn(workload)?;
         for pid in processes.pids() {
-            cgroups.add_process(&dir, pid).map_err(|e| e.to_string())?;
+            cgroups.add_process(&dir, pid)?;
         }
-        processes.release().map_err(|e| e.to_string())?;
+        processes.release()?;
         tracing::debug!(pod = %running.key, container = %container.name, %container_id, ?workload, "container started");
         let started = StartedContainer {
             name: container.name.clone(),

@@ -172,8 +172,10 @@ pub enum CgroupResource {
     CpuCfsPeriod,
     /// `cpu.cfs_burst_us` / `cpu.max.burst`.
     CpuCfsBurst,
-    /// `cpu.idle` (SCHED_IDLE group).
+    /// `cpu.idle` (SCHED_IDLE group; mainline 5.15+, v1 and v2).
     CpuIdle,
+    /// `cpu.bvt_warp_ns` (Anolis group identity, -1..=2; same name on v1 and v2).
+    CpuBvtWarpNs,
     /// `cpuset.cpus`.
     CpusetCpus,
     /// `cpuset.effective_cpus` / `cpuset.cpus.effective`: the CPUs the cgroup can really use
@@ -265,7 +267,7 @@ pub(crate) use CgroupResource as R;
 use Subsystem as S;
 
 /// The table, in the order of [`CgroupResource`]'s variants.
-static TABLE: [ResourceSpec; 18] = [
+static TABLE: [ResourceSpec; 19] = [
     row(
         R::CpuShares,
         "cpu.shares",
@@ -308,6 +310,15 @@ static TABLE: [ResourceSpec; 18] = [
         Some((S::Cpu, "cpu.idle")),
         Some("cpu.idle"),
         int(0, 1, false),
+        true,
+        Codec::Same,
+    ),
+    row(
+        R::CpuBvtWarpNs,
+        "cpu.bvt_warp_ns",
+        Some((S::Cpu, "cpu.bvt_warp_ns")),
+        Some("cpu.bvt_warp_ns"),
+        int(-1, 2, false),
         true,
         Codec::Same,
     ),
@@ -408,12 +419,13 @@ static TABLE: [ResourceSpec; 18] = [
 
 impl CgroupResource {
     /// Every resource, in table order.
-    pub const ALL: [CgroupResource; 18] = [
+    pub const ALL: [CgroupResource; 19] = [
         R::CpuShares,
         R::CpuCfsQuota,
         R::CpuCfsPeriod,
         R::CpuCfsBurst,
         R::CpuIdle,
+        R::CpuBvtWarpNs,
         R::CpusetCpus,
         R::CpusetCpusEffective,
         R::CpuUsage,

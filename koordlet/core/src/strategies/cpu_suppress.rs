@@ -85,21 +85,32 @@ pub struct CpuPools {
     pub lse: CpuList,
     /// CPUs bound to LSR pods: BE may borrow them in proportion.
     pub lsr: CpuList,
-    /// The kubelet runs the `static` CPU manager policy: pinned containers live under the QoS
-    /// and pod dirs, so only BE container dirs are narrowed.
+    /// CPUs held by `exclusive` containers (cpuset_policy): BE never runs there.
+    pub exclusive: CpuList,
+    /// The kubelet runs the `static` CPU manager policy: it owns the QoS and pod dirs, so only
+    /// BE container dirs are narrowed (as upstream), and only within the kubelet's shared pool.
     pub kubelet_static_policy: bool,
+    /// The kubelet's shared pool (`defaultCpuSet`) under the `static` policy; empty: unknown.
+    pub kubelet_shared: CpuList,
     /// Smallest BE cpuset; `None` is upstream's [`MIN_BE_CPUS`]. The agent never sets it; tests
     /// on machines with two CPUs set 1 so that a budget change can move the cpuset at all.
     pub min_be_cpus: Option<usize>,
 }
 
 impl CpuPools {
-    /// What BE may ever use: all CPUs minus LSE, reserved and exclusive SYSTEM CPUs.
+    /// What BE may ever use: all CPUs minus LSE, reserved, exclusive SYSTEM and cpuset_policy
+    /// `exclusive` CPUs; under the kubelet's `static` policy, only its shared pool.
     pub fn be_full(&self) -> CpuList {
-        CpuList::from_cpus(self.topology.iter().map(|c| c.cpu))
+        let full = CpuList::from_cpus(self.topology.iter().map(|c| c.cpu))
             .difference(&self.lse)
             .difference(&self.reserved)
             .difference(&self.system_exclusive)
+            .difference(&self.exclusive);
+        if self.kubelet_static_policy && !self.kubelet_shared.is_empty() {
+            full.intersection(&self.kubelet_shared)
+        } else {
+            full
+        }
     }
 
     /// The smallest BE cpuset (CPUs), before availability.
@@ -364,11 +375,9 @@ fn suppress_by_cpuset(input: &SuppressInput<'_>, b: &Budget, plan: &mut Suppress
     let cg = input.cgroups;
     let [qos, pods, containers] = levels(cg);
     if pools.kubelet_static_policy {
-        // The QoS and pod dirs keep the full BE set; only containers are narrowed.
-        cpuset_writes(
-            &[(qos, &candidates), (pods, &candidates), (containers, &chosen)],
-            &mut plan.writes,
-        );
+        // The kubelet owns the QoS and pod dirs: only containers are narrowed.
+        widen_parents_only(&[qos, pods], &chosen, &mut plan.writes);
+        cpuset_writes(&[(containers, &chosen)], &mut plan.writes);
     } else {
         cpuset_writes(
             &[(qos, &chosen), (pods, &chosen), (containers, &chosen)],
@@ -425,6 +434,26 @@ fn cpuset_writes(levels: &[(Vec<&CgroupState>, &CpuList)], writes: &mut Vec<Cgro
     }
 }
 
+/// Under the kubelet's static policy parents are never narrowed: a QoS or pod dir that lacks
+/// CPUs of `need` (left narrow by an earlier run) is widened to `current ∪ need`, top-down,
+/// so the containers' sets fit; dirs that hold `need` are not touched.
+fn widen_parents_only(levels: &[Vec<&CgroupState>], need: &CpuList, writes: &mut Vec<CgroupWrite>) {
+    for dirs in levels {
+        for dir in dirs {
+            if let Some(cur) = &dir.cpuset
+                && !need.is_subset(cur)
+            {
+                writes.push(CgroupWrite::cpus(
+                    &dir.dir,
+                    CgroupResource::CpusetCpus,
+                    &cur.union(need),
+                    STRATEGY,
+                ));
+            }
+        }
+    }
+}
+
 fn recover_quota(cg: &BeCgroups, writes: &mut Vec<CgroupWrite>) {
     if cg.besteffort.cfs_quota_us != Some(-1) {
         writes.push(CgroupWrite::int(
@@ -443,6 +472,11 @@ fn recover_cpuset(input: &SuppressInput<'_>, plan: &mut SuppressPlan) {
         return;
     }
     let [qos, pods, containers] = levels(input.cgroups);
+    if input.cpus.kubelet_static_policy {
+        widen_parents_only(&[qos, pods], &full, &mut plan.writes);
+        cpuset_writes(&[(containers, &full)], &mut plan.writes);
+        return;
+    }
     cpuset_writes(
         &[(qos, &full), (pods, &full), (containers, &full)],
         &mut plan.writes,

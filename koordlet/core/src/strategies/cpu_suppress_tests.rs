@@ -409,3 +409,34 @@ fn plan_json_for_koordlet_plan() {
         serde_json::json!({"cgroup": "kubepods/besteffort", "file": "cpu.cfs_quota_us", "value": "440000", "strategy": "cpu_suppress"})
     );
 }
+
+#[test]
+fn cpuset_policy_exclusive_cpus_and_kubelet_shared_pool_bound_be() {
+    // cpuset_policy holds 8-15 exclusively: BE's set comes from 0-7 only.
+    let mut c = Case::new(CpuSuppressPolicy::Cpuset);
+    c.pools.exclusive = CpuList::parse("8-15").unwrap();
+    let plan = c.run();
+    let cpus = CpuList::parse(&plan.cpuset.as_ref().unwrap().cpus).unwrap();
+    assert!(cpus.is_subset(&CpuList::parse("0-7").unwrap()), "{cpus}");
+    // Under the kubelet's static policy: within its shared pool, containers only; a pod dir
+    // left narrow is widened (never narrowed) first.
+    let mut c = Case::new(CpuSuppressPolicy::Cpuset);
+    c.pools.kubelet_static_policy = true;
+    c.pools.kubelet_shared = CpuList::parse("4-7").unwrap();
+    c.cgroups.pods[0].pod.cpuset = Some(CpuList::parse("0").unwrap());
+    c.cgroups.pods[0].containers[0].cpuset = Some(CpuList::parse("0").unwrap());
+    let plan = c.run();
+    let w = files(&plan);
+    assert_eq!(w[0].0, "kubepods/besteffort/poda");
+    assert!(w.iter().all(|(d, _, _)| d != "kubepods/besteffort"), "{w:?}");
+    let (_, _, last) = w
+        .iter()
+        .rfind(|(d, f, _)| d.ends_with("/c1") && *f == "cpuset.cpus")
+        .unwrap();
+    assert!(
+        CpuList::parse(last)
+            .unwrap()
+            .is_subset(&CpuList::parse("4-7").unwrap()),
+        "{w:?}"
+    );
+}

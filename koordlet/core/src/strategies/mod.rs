@@ -10,15 +10,21 @@
 //! * [`cpu_burst`]: kernel CFS burst and CFS quota scaling for LS pods.
 //! * [`cpu_evict`]: evict BE pods whose CPU satisfaction stays too low.
 //! * [`memory_evict`]: evict BE pods when node memory usage crosses the threshold.
-//! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters.
+//! * [`fast_suppress`]: the 50 ms fast path of suppress on a few node-level counters;
+//!   [`fast_step`] turns its decision into the writes the loop applies.
 //! * [`resctrl`]: cache ways and memory bandwidth per QoS class (resctrl groups).
+//! * [`cpu_qos`]: the CPU identity of each class (`cpu.idle`, or Anolis group identity) and
+//!   the pods that get a core-scheduling cookie.
 //! * [`cpuset`]: CPU lists and the topology-aware CPU selection used by suppress.
+//! * [`cpuset_policy`]: `exclusive` / `share` / `none` CPU sets asked for by pod annotation.
 
 pub mod be_limits;
 pub mod cpu_burst;
 pub mod cpu_evict;
+pub mod cpu_qos;
 pub mod cpu_suppress;
 pub mod cpuset;
+pub mod cpuset_policy;
 pub mod engine;
 pub mod eviction;
 pub mod memory_evict;
@@ -28,6 +34,7 @@ pub mod resctrl;
 pub mod settle;
 pub mod share_pool;
 // After the others: the fast path of cpu_suppress.
+pub mod fast_step;
 pub mod fast_suppress;
 
 pub use crate::write::CgroupWrite;

@@ -137,7 +137,9 @@ proptest! {
             lse: mask_to_list(owners.1 & 0x0f0f),
             lsr: mask_to_list(owners.2),
             system_exclusive: CpuList::default(),
+            exclusive: CpuList::default(),
             kubelet_static_policy: static_policy,
+            kubelet_shared: CpuList::default(),
             min_be_cpus: None,
         };
         let plan = cpu_suppress::decide(&SuppressInput {

@@ -10,7 +10,6 @@
 
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 
-use crate::CgroupResource;
 use crate::write::CgroupWrite;
 
 /// Which suppress policy is in force.
@@ -56,10 +55,7 @@ impl SettleStep {
 
     /// Whether the step applies this write of the plan.
     pub fn keeps(self, write: &CgroupWrite) -> bool {
-        match self {
-            SettleStep::RestoreCpusets => write.resource != CgroupResource::CpuCfsQuota,
-            SettleStep::RestoreAll | SettleStep::ApplyCpuset => true,
-        }
+        self.write().keeps(write)
     }
 
     /// The mode this step settles.
@@ -117,7 +113,7 @@ impl Settle {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::CgroupDir;
+    use crate::{CgroupDir, CgroupResource};
 
     #[test]
     fn each_mode_is_settled_once_and_cpuset_again_after_a_scope_change() {

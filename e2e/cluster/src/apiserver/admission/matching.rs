@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::apiserver::selector::label_selector_object_matches;
+use crate::apiserver::selector::{SelectorError, label_selector_object_matches};
 
 /// Admission operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub fn webhook_matches(
     a: &RequestAttributes<'_>,
     namespace_labels: Option<&Value>,
     object_labels: &[Option<&Value>],
-) -> Result<bool, String> {
+) -> Result<bool, SelectorError> {
     let rules = webhook.get("rules").and_then(Value::as_array);
     if !rules.is_some_and(|rs| rs.iter().any(|r| rule_matches(r, a))) {
         return Ok(false);

@@ -35,16 +35,33 @@ enum Verdict {
     Denied(ApiError),
 }
 
+/// The write a webhook is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewedWrite<'a> {
+    /// Create, update or delete.
+    pub op: Operation,
+    /// The resource (and subresource) written.
+    pub target: &'a Target,
+    /// The object's name.
+    pub name: &'a str,
+    /// The object as it would be stored (`None` for deletes).
+    pub object: Option<&'a Value>,
+    /// The object as it is stored now (`None` for creates).
+    pub old: Option<&'a Value>,
+    /// `?dryRun=All`.
+    pub dry_run: bool,
+}
+
 /// Build the AdmissionReview request (pure).
-pub fn review_request(
-    uid: &str,
-    op: Operation,
-    t: &Target,
-    name: &str,
-    object: Option<&Value>,
-    old: Option<&Value>,
-    dry_run: bool,
-) -> Value {
+pub fn review_request(uid: &str, write: &ReviewedWrite<'_>) -> Value {
+    let ReviewedWrite {
+        op,
+        target: t,
+        name,
+        object,
+        old,
+        dry_run,
+    } = *write;
     let info = &t.info;
     json!({
         "apiVersion": "admission.k8s.io/v1",
@@ -68,11 +85,35 @@ pub fn review_request(
     })
 }
 
+/// Why a webhook gave no verdict: subject to its failurePolicy, and named in the API server's
+/// 500 when the policy is Fail.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The call itself failed (clientConfig, connection, timeout).
+    #[error(transparent)]
+    Call(#[from] client::CallError),
+    /// The AdmissionReview has no `response`.
+    #[error("response is missing")]
+    NoResponse,
+    /// `response.uid` is not the request's.
+    #[error("expected response.uid {0:?}")]
+    WrongUid(String),
+    /// A `patchType` other than JSONPatch.
+    #[error("unsupported patchType {0:?}")]
+    PatchType(String),
+    /// `patch` is not base64.
+    #[error("patch is not base64: {0}")]
+    PatchBase64(#[source] base64::DecodeError),
+    /// `patch` decodes to something that is not JSON.
+    #[error("patch is not JSON: {0}")]
+    PatchJson(#[source] serde_json::Error),
+}
+
 /// Interpret a webhook's AdmissionReview response (pure). `Ok(None)` means allowed without a patch.
-fn verdict(webhook: &str, uid: &str, resp: &Value) -> Result<Verdict, String> {
-    let r = resp.get("response").ok_or("response is missing")?;
+fn verdict(webhook: &str, uid: &str, resp: &Value) -> Result<Verdict, WebhookError> {
+    let r = resp.get("response").ok_or(WebhookError::NoResponse)?;
     if r.get("uid").and_then(Value::as_str) != Some(uid) {
-        return Err(format!("expected response.uid {uid:?}"));
+        return Err(WebhookError::WrongUid(uid.to_owned()));
     }
     if !r.get("allowed").and_then(Value::as_bool).unwrap_or(false) {
         let status = r.get("status");
@@ -97,12 +138,12 @@ fn verdict(webhook: &str, uid: &str, resp: &Value) -> Result<Verdict, String> {
     if let Some(pt) = r.get("patchType").and_then(Value::as_str)
         && pt != "JSONPatch"
     {
-        return Err(format!("unsupported patchType {pt:?}"));
+        return Err(WebhookError::PatchType(pt.to_owned()));
     }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(patch)
-        .map_err(|e| format!("patch is not base64: {e}"))?;
-    let p: Value = serde_json::from_slice(&bytes).map_err(|e| format!("patch is not JSON: {e}"))?;
+        .map_err(WebhookError::PatchBase64)?;
+    let p: Value = serde_json::from_slice(&bytes).map_err(WebhookError::PatchJson)?;
     Ok(Verdict::Allowed(Some(p)))
 }
 
@@ -170,10 +211,15 @@ impl ApiServer {
                     }
                     let wh_name = wh.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                     let fail_open = wh.get("failurePolicy").and_then(Value::as_str) == Some("Ignore");
-                    match self
-                        .call_webhook(wh, &wh_name, op, t, name, object.as_ref(), old.as_ref(), dry_run)
-                        .await
-                    {
+                    let write = ReviewedWrite {
+                        op,
+                        target: t,
+                        name,
+                        object: object.as_ref(),
+                        old: old.as_ref(),
+                        dry_run,
+                    };
+                    match self.call_webhook(wh, &wh_name, &write).await {
                         Ok(Verdict::Allowed(Some(patch))) if mutating => {
                             let Some(obj) = object.as_mut() else { continue };
                             let p: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
@@ -206,31 +252,23 @@ impl ApiServer {
         Ok(object.unwrap_or(Value::Null))
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn call_webhook(
         &self,
         wh: &Value,
         wh_name: &str,
-        op: Operation,
-        t: &Target,
-        name: &str,
-        object: Option<&Value>,
-        old: Option<&Value>,
-        dry_run: bool,
-    ) -> Result<Verdict, String> {
+        write: &ReviewedWrite<'_>,
+    ) -> Result<Verdict, WebhookError> {
         let cc = wh.get("clientConfig").cloned().unwrap_or(Value::Null);
-        let endpoint = client::resolve(&cc, &self.services()).map_err(|e| e.to_string())?;
+        let endpoint = client::resolve(&cc, &self.services())?;
         let timeout = wh
             .get("timeoutSeconds")
             .and_then(Value::as_u64)
             .unwrap_or(10)
             .clamp(1, 30);
         let uid = uuid::Uuid::new_v4().to_string();
-        let review = review_request(&uid, op, t, name, object, old, dry_run);
+        let review = review_request(&uid, write);
         let ca = cc.get("caBundle").and_then(Value::as_str);
-        let resp = client::call(&endpoint, ca, &review, Duration::from_secs(timeout))
-            .await
-            .map_err(|e| e.to_string())?;
+        let resp = client::call(&endpoint, ca, &review, Duration::from_secs(timeout)).await?;
         verdict(wh_name, &uid, &resp)
     }
 }
@@ -251,7 +289,18 @@ mod tests {
             Ok(Verdict::Denied(e)) => assert_eq!((e.code, e.message.contains("no")), (422, true)),
             _ => panic!("expected denial"),
         }
-        assert!(verdict("w", "other", &ok).is_err());
-        assert!(verdict("w", "u", &json!({})).is_err());
+        assert_eq!(
+            verdict("w", "other", &ok).err().map(|e| e.to_string()),
+            Some(r#"expected response.uid "other""#.to_owned())
+        );
+        assert!(matches!(
+            verdict("w", "u", &json!({})),
+            Err(WebhookError::NoResponse)
+        ));
+        let not_base64 = json!({"response": {"uid": "u", "allowed": true, "patch": "%%"}});
+        assert!(matches!(
+            verdict("w", "u", &not_base64),
+            Err(WebhookError::PatchBase64(_))
+        ));
     }
 }

@@ -81,7 +81,7 @@ pub fn apply_patch(info: &ResourceInfo, current: &Value, kind: PatchKind, patch:
                     "strategic merge patch is not supported for custom resources; use a merge patch",
                 ));
             }
-            strategic::apply(&mut out, patch).map_err(ApiError::bad_request)?;
+            strategic::apply(&mut out, patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         PatchKind::Apply => return Err(ApiError::internal("apply patches go through server_side_apply")),
     }
@@ -142,7 +142,7 @@ pub fn server_side_apply(
     if info.custom {
         json_patch::merge(&mut merged, applied);
     } else {
-        strategic::apply(&mut merged, applied).map_err(ApiError::bad_request)?;
+        strategic::apply(&mut merged, applied).map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     for path in old_fields.difference(&new_fields) {
         let owned_by_other = entries

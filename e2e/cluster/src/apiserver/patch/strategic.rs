@@ -70,17 +70,40 @@ fn strip_directives(v: &Value) -> Value {
     }
 }
 
+/// Why a strategic merge patch cannot be applied; the API server answers 400 with this text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrategicPatchError {
+    /// The patch document is not an object.
+    #[error("a strategic merge patch must be a JSON object")]
+    NotAnObject,
+    /// A map was expected where the patch has something else.
+    #[error("expected a map")]
+    ExpectedMap,
+    /// `$patch` names a directive other than replace, delete or merge.
+    #[error("unknown patch directive {0:?}")]
+    UnknownDirective(String),
+    /// The object being patched has no map where the patch merges one.
+    #[error("target is not a map")]
+    TargetNotMap,
+    /// The object being patched has no list where the patch merges one.
+    #[error("target is not a list")]
+    TargetNotList,
+    /// `$deleteFromPrimitiveList/<field>` with a value that is not a list.
+    #[error("$deleteFromPrimitiveList needs a list")]
+    DeleteFromPrimitiveListNeedsList,
+}
+
 /// Apply a strategic merge patch to `target` (a whole object).
-pub fn apply(target: &mut Value, patch: &Value) -> Result<(), String> {
+pub fn apply(target: &mut Value, patch: &Value) -> Result<(), StrategicPatchError> {
     if !patch.is_object() {
-        return Err("a strategic merge patch must be a JSON object".into());
+        return Err(StrategicPatchError::NotAnObject);
     }
     merge_map(target, patch, &mut Vec::new())
 }
 
-fn merge_map(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Result<(), String> {
+fn merge_map(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Result<(), StrategicPatchError> {
     let Some(pm) = patch.as_object() else {
-        return Err("expected a map".into());
+        return Err(StrategicPatchError::ExpectedMap);
     };
     match directive(patch) {
         Some("replace") => {
@@ -91,18 +114,22 @@ fn merge_map(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resul
             *target = Value::Object(Map::new());
             return Ok(());
         }
-        Some(other) if other != "merge" => return Err(format!("unknown patch directive {other:?}")),
+        Some(other) if other != "merge" => {
+            return Err(StrategicPatchError::UnknownDirective(other.to_owned()));
+        }
         _ => {}
     }
     if !target.is_object() {
         *target = Value::Object(Map::new());
     }
     let Some(tm) = target.as_object_mut() else {
-        return Err("target is not a map".into());
+        return Err(StrategicPatchError::TargetNotMap);
     };
     for (key, pv) in pm {
         if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-            let remove = pv.as_array().ok_or("$deleteFromPrimitiveList needs a list")?;
+            let remove = pv
+                .as_array()
+                .ok_or(StrategicPatchError::DeleteFromPrimitiveListNeedsList)?;
             if let Some(Value::Array(list)) = tm.get_mut(field) {
                 list.retain(|x| !remove.contains(x));
             }
@@ -150,7 +177,7 @@ fn merge_list(
     items: &[Value],
     strategy: ListStrategy,
     path: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), StrategicPatchError> {
     if items.iter().any(|e| directive(e) == Some("replace")) {
         *target = Value::Array(
             items
@@ -185,7 +212,7 @@ fn merge_list(
         *target = Value::Array(vec![]);
     }
     let Some(list) = target.as_array_mut() else {
-        return Err("target is not a list".into());
+        return Err(StrategicPatchError::TargetNotList);
     };
     for item in items {
         let Some(id) = item.get(key).filter(|v| !v.is_null()) else {
@@ -247,7 +274,8 @@ mod tests {
         let mut v = json!({"a": {"k": 1, "j": 2}});
         apply(&mut v, &json!({"a": {"$retainKeys": ["k"], "k": 5}})).unwrap();
         assert_eq!(v, json!({"a": {"k": 5}}));
-        assert!(apply(&mut v, &json!([1])).is_err());
-        assert!(apply(&mut v, &json!({"$patch": "bogus"})).is_err());
+        assert_eq!(apply(&mut v, &json!([1])), Err(StrategicPatchError::NotAnObject));
+        let err = apply(&mut v, &json!({"$patch": "bogus"})).unwrap_err();
+        assert_eq!(err.to_string(), r#"unknown patch directive "bogus""#);
     }
 }

@@ -11,6 +11,7 @@ use crate::pod::PodMeta;
 use crate::strategies::cpu_burst::{BurstContainer, BurstParams, BurstPod, SharePool};
 use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuPools, CpuUsage};
 use crate::strategies::cpuset::{CpuInfo, CpuList};
+use crate::strategies::cpuset_policy::KubeletCpuManager;
 use crate::strategies::eviction::EvictCandidate;
 use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS};
 use crate::{CgroupDir, KubeCgroupPaths};
@@ -30,6 +31,9 @@ pub struct NodeFacts {
     pub annotation_reserved_milli: i64,
     /// `reservedCPUs` of that annotation: BE never gets them.
     pub reserved_cpus: CpuList,
+    /// The kubelet's CPU manager policy (from its `cpu_manager_state`; the agent fills it in):
+    /// under `static` koordlet leaves cpusets to the kubelet.
+    pub kubelet_cpu_manager: KubeletCpuManager,
 }
 
 impl NodeFacts {
@@ -78,6 +82,7 @@ impl NodeFacts {
                 .or_else(|| amount(allocatable, names::DEPRECATED_RESOURCE_BATCH_CPU)),
             annotation_reserved_milli,
             reserved_cpus,
+            kubelet_cpu_manager: KubeletCpuManager::None,
         }
     }
 
@@ -97,7 +102,7 @@ fn is_burst_candidate(p: &PodMeta) -> bool {
     p.is_running() && !matches!(p.qos, QoSClass::Lse | QoSClass::Lsr | QoSClass::Be)
 }
 
-fn is_be(p: &PodMeta) -> bool {
+pub(super) fn is_be(p: &PodMeta) -> bool {
     p.qos == QoSClass::Be || p.kube_qos == KubeQoSClass::BestEffort
 }
 
@@ -114,6 +119,9 @@ pub struct ReadScope<'a> {
     /// `namespace/name` of pods that had a burst policy other than `none` in an earlier round: read even when
     /// `none` now, so that their scaled CFS quota is reset to the limit (with burst 0).
     pub burst_recent: Option<&'a std::collections::HashSet<String>>,
+    /// cpuset_policy runs ([`super::cpuset_policy_wanted`]): every running pod's QoS, pod and
+    /// container `cpuset.cpus`.
+    pub cpuset_policy: bool,
 }
 
 impl ReadScope<'_> {
@@ -124,6 +132,7 @@ impl ReadScope<'_> {
             burst,
             skip_burst_none: false,
             burst_recent: None,
+            cpuset_policy: true,
         }
     }
 }
@@ -138,6 +147,9 @@ pub fn cgroup_reads(
 ) -> Vec<(String, &'static str)> {
     let be = besteffort_dir(paths);
     let mut reads = vec![(be.clone(), FILE_CFS_QUOTA), (be, FILE_CPUSET_CPUS)];
+    if scope.cpuset_policy {
+        super::cpuset_policy::reads(pods, paths, &mut reads);
+    }
     for p in pods.iter().filter(|p| p.is_running()) {
         let files: &[&'static str] = if is_be(p) && p.kube_qos == KubeQoSClass::BestEffort {
             if !scope.be_pods {
@@ -255,7 +267,7 @@ pub(super) fn be_cgroups(input: &EngineInput<'_>) -> BeCgroups {
     }
 }
 
-fn topology(input: &EngineInput<'_>) -> Vec<CpuInfo> {
+pub(super) fn topology(input: &EngineInput<'_>) -> Vec<CpuInfo> {
     if !input.topology.is_empty() {
         return input.topology.to_vec();
     }
@@ -271,7 +283,7 @@ fn topology(input: &EngineInput<'_>) -> Vec<CpuInfo> {
 }
 
 /// The `cpuset` of a pod's `scheduling.koordinator.sh/resource-status` annotation.
-fn bound_cpus(p: &PodMeta) -> Option<CpuList> {
+pub(super) fn bound_cpus(p: &PodMeta) -> Option<CpuList> {
     let text = p
         .pod
         .metadata
@@ -287,8 +299,13 @@ pub(super) fn cpu_pools(input: &EngineInput<'_>) -> CpuPools {
     let mut pools = CpuPools {
         topology: topology(input),
         reserved: input.node.reserved_cpus.clone(),
+        exclusive: super::cpuset_policy::exclusive_cpus(input),
         ..CpuPools::default()
     };
+    if let KubeletCpuManager::Static { shared } = &input.node.kubelet_cpu_manager {
+        pools.kubelet_static_policy = true;
+        pools.kubelet_shared = shared.clone();
+    }
     for p in input.pods.iter().filter(|p| p.is_running()) {
         let Some(cpus) = bound_cpus(p) else { continue };
         match p.qos {

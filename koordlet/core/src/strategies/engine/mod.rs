@@ -3,7 +3,7 @@
 //! The live loop and `koordlet plan` both gather the same [`EngineInput`] (the live one from
 //! the snapshot, the metric stores and cgroup reads; the offline one from YAML, where the
 //! NodeMetric status stands for the current usage) and call [`run`]. The result lists the
-//! cgroup writes in the order to apply them (be_limits, cpu_suppress, cpu_burst), the pods to
+//! cgroup writes in the order to apply them (be_limits, cpu_suppress, cpu_burst, cpu_qos), the pods to
 //! evict with the numbers that caused it, and each strategy's key numbers or why it skipped.
 //! A strategy whose gate is off or whose inputs are missing skips with a reason; nothing here
 //! panics, reads a file or a clock.
@@ -13,6 +13,7 @@
 //! writes come back shared with the cache ([`EnginePlan::be_limits_round`]) instead of copied.
 
 mod build;
+mod cpuset_policy;
 #[cfg(test)]
 mod tests;
 
@@ -23,6 +24,7 @@ use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
 pub use build::{NodeFacts, ReadScope, cgroup_reads};
+pub use cpuset_policy::{cpuset_policy_wanted, rebuild_cpuset_allocations};
 
 use super::be_limits::{self, BeLimitsCache, BeLimitsRound, BeLimitsSettings, BePodLimits, SkippedPod};
 use super::cpu_burst::{self, BurstPlan, BurstState};
@@ -94,6 +96,8 @@ pub struct CgroupFacts {
     pub cpusets: BTreeMap<String, CpuList>,
     /// Throttled periods / periods since the previous round, per container directory.
     pub throttled: BTreeMap<String, f64>,
+    /// Which CPU QoS files the kernel has (probed once).
+    pub cpu_qos_kernel: super::cpu_qos::CpuQosKernel,
 }
 
 impl CgroupFacts {
@@ -113,6 +117,8 @@ pub struct EngineState {
     pub cpu_evict_last: Option<f64>,
     /// When memory eviction last evicted.
     pub memory_evict_last: Option<f64>,
+    /// cpuset_policy's allocations (the agent also keeps them in its state file).
+    pub cpuset_policy: super::cpuset_policy::CpusetAllocations,
 }
 
 /// Switches and tunables of one run.
@@ -233,6 +239,12 @@ pub struct Strategies {
     pub cpu_evict: Report<CpuEvictPlan>,
     /// Eviction by node memory usage.
     pub memory_evict: Report<MemoryEvictPlan>,
+    /// Class CPU identity (`cpu.idle` or group identity).
+    pub cpu_qos: Report<super::cpu_qos::CpuQosPlan>,
+    /// Core-scheduling cookies for LSR/LSE pods.
+    pub core_sched: Report<super::cpu_qos::CoreSchedPlan>,
+    /// CPU set policies (`exclusive` / `share` / `none`) and scheduler-bound LSE/LSR cpusets.
+    pub cpuset_policy: Report<super::cpuset_policy::CpusetPolicyPlan>,
 }
 
 /// The plan of one round.
@@ -338,6 +350,14 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         Err(reason) => Report::skipped(reason),
     };
 
+    // BE containers' cpusets are suppress's when it runs; cpuset_policy writes them only
+    // otherwise, so the two never write the same directory.
+    let cpuset_policy = cpuset_policy::run(input, cpu_suppress.ran().is_some());
+    if let Report::Ran(plan) = &cpuset_policy {
+        writes.extend(plan.writes.iter().cloned());
+        next_state.cpuset_policy = plan.next_state.clone();
+    }
+
     let cpu_burst = match burst(input) {
         Ok(plan) => {
             writes.extend(plan.writes.iter().cloned());
@@ -349,6 +369,11 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             Report::skipped(reason)
         }
     };
+
+    let (cpu_qos, core_sched) = (
+        super::cpu_qos::engine_step(input, &mut writes),
+        super::cpu_qos::engine_core_sched(input),
+    );
 
     let candidates = build::candidates(input);
     let strategy = threshold.unwrap_or(&default_threshold);
@@ -410,6 +435,9 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             cpu_burst,
             cpu_evict,
             memory_evict,
+            cpu_qos,
+            core_sched,
+            cpuset_policy,
         },
         next_state,
     }

@@ -295,6 +295,7 @@ fn removed_pod_strategy_resets_burst_and_scaled_quota() {
                 burst: Some(&strategy(s)),
                 skip_burst_none: true,
                 burst_recent: Some(recent),
+                cpuset_policy: false,
             },
         )
         .len()

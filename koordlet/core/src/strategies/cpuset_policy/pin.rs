@@ -1,0 +1,106 @@
+//! From the table to cgroup writes: each container's target set, parents widened first.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::request::Table;
+use super::{CpusetPolicyInput, PolicyPod, STRATEGY};
+use crate::CgroupResource;
+use crate::strategies::CgroupWrite;
+use crate::strategies::cpu_suppress::CgroupState;
+use crate::strategies::cpuset::CpuList;
+
+/// One pod's directories and the CPUs each container should have.
+pub(super) struct PodTargets<'a> {
+    pod: &'a PolicyPod,
+    containers: Vec<(&'a CgroupState, CpuList)>,
+}
+
+pub(super) fn targets<'a>(
+    input: &CpusetPolicyInput<'a>,
+    table: &Table,
+    shared: &CpuList,
+    be_pool: &CpuList,
+) -> Vec<PodTargets<'a>> {
+    let mut out = Vec::new();
+    for p in input.pods {
+        if p.be && p.bound.is_none() && !input.manage_be {
+            continue;
+        }
+        let containers = p
+            .containers
+            .iter()
+            .filter_map(|c| {
+                let dir = c.dir.as_ref()?;
+                let cpus = if let Some(bound) = &p.bound {
+                    bound.clone()
+                } else if p.be {
+                    be_pool.clone()
+                } else if let Some(a) = table.accepted.get(&(p.uid.clone(), c.name.clone())) {
+                    a.cpus.clone()
+                } else {
+                    shared.clone()
+                };
+                (!cpus.is_empty()).then_some((dir, cpus))
+            })
+            .collect::<Vec<_>>();
+        if !containers.is_empty() {
+            out.push(PodTargets { pod: p, containers });
+        }
+    }
+    out
+}
+
+/// Parents first, widened (never narrowed) to hold their children's targets; then the
+/// containers, whose new set then always fits in their parent.
+pub(super) fn writes(targets: &[PodTargets<'_>]) -> Vec<CgroupWrite> {
+    let mut writes = Vec::new();
+    let mut qos_need: BTreeMap<String, (&CgroupState, CpuList)> = BTreeMap::new();
+    for t in targets {
+        let need = t
+            .containers
+            .iter()
+            .fold(CpuList::new(), |acc, (_, c)| acc.union(c));
+        let entry = qos_need
+            .entry(t.pod.qos_dir.dir.to_string())
+            .or_insert((&t.pod.qos_dir, CpuList::new()));
+        entry.1 = entry.1.union(&need);
+    }
+    let widen = |state: &CgroupState, need: &CpuList, writes: &mut Vec<CgroupWrite>| {
+        if let Some(cur) = &state.cpuset
+            && !need.is_subset(cur)
+        {
+            writes.push(CgroupWrite::cpus(
+                &state.dir,
+                CgroupResource::CpusetCpus,
+                &cur.union(need),
+                STRATEGY,
+            ));
+        }
+    };
+    for (state, need) in qos_need.values() {
+        widen(state, need, &mut writes);
+    }
+    let mut seen = BTreeSet::new();
+    for t in targets {
+        let need = t
+            .containers
+            .iter()
+            .fold(CpuList::new(), |acc, (_, c)| acc.union(c));
+        if seen.insert(t.pod.pod_dir.dir.to_string()) {
+            widen(&t.pod.pod_dir, &need, &mut writes);
+        }
+    }
+    for t in targets {
+        for (dir, cpus) in &t.containers {
+            if dir.cpuset.as_ref() != Some(cpus) {
+                writes.push(CgroupWrite::cpus(
+                    &dir.dir,
+                    CgroupResource::CpusetCpus,
+                    cpus,
+                    STRATEGY,
+                ));
+            }
+        }
+    }
+    writes
+}
