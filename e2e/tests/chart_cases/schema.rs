@@ -139,7 +139,8 @@ koordlet:
   suppressInterval: 100ms
   dryRun: true
   port: 9317
-  hostPaths: {cgroup: /host/sys/fs/cgroup, proc: /host/proc, sys: /host/sys}
+  hostPaths:
+    {cgroup: /host/sys/fs/cgroup, proc: /host/proc, sys: /host/sys, kubeletRootDir: /data/kubelet, koordletState: /data/koordlet}
   privileged: false
   capabilities: [SYS_ADMIN]
   resources: {limits: {memory: 128Mi}}
