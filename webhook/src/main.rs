@@ -32,13 +32,12 @@ fn main() -> ExitCode {
         Some(Command::Validate(args)) => {
             let result = offline::read_input(&args.file)
                 .and_then(|text| offline::run_validate(&text, &args.config_namespace, &args.slo_config_name));
-            let json_output = args.output == OutputFormat::Json;
             match result {
                 Ok(violations) => {
                     // JSON always prints the array (`[]` when valid), so scripts can parse the
                     // output whatever the exit code; text prints nothing when valid.
-                    if json_output || !violations.is_empty() {
-                        let output = offline::format_violations(&violations, json_output);
+                    if args.output == OutputFormat::Json || !violations.is_empty() {
+                        let output = offline::format_violations(&violations, args.output);
                         if let Err(error) = koord_runtime::print_stdout(&output) {
                             eprintln!("koord-webhook validate: cannot write the output: {error}");
                         }

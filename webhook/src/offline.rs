@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::cli::OutputFormat;
 use crate::mutate::profile::CompiledProfile;
 use crate::mutate::{MutationOptions, mutate_pod};
 use crate::validate::Violation;
@@ -190,13 +191,16 @@ impl std::fmt::Display for DocumentViolation {
     }
 }
 
-/// How `validate` prints the violations it finds.
-pub fn format_violations(violations: &[DocumentViolation], json_output: bool) -> String {
-    if json_output {
-        Value::Array(violations.iter().map(DocumentViolation::to_json).collect()).to_string()
-    } else {
-        let lines: Vec<String> = violations.iter().map(ToString::to_string).collect();
-        lines.join("\n")
+/// What `validate` prints for the violations it found in `format`.
+pub fn format_violations(violations: &[DocumentViolation], format: OutputFormat) -> String {
+    match format {
+        OutputFormat::Json => {
+            Value::Array(violations.iter().map(DocumentViolation::to_json).collect()).to_string()
+        }
+        OutputFormat::Text => {
+            let lines: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            lines.join("\n")
+        }
     }
 }
 
