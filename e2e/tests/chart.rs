@@ -5,7 +5,9 @@
 //! RBAC grants exactly the audited calls, and the rendered objects work in the embedded cluster:
 //! koord-webhook started with the chart's args injects its CA into the chart's configurations and
 //! mutates a pod created through the API; the calls koord-webhook and koord-manager really make
-//! there are all allowed by the rendered roles.
+//! there are all allowed by the rendered roles. `values.schema.json` refuses wrong values; the
+//! labels and selectors (`koord-app`, `selectorStyle`), PodDisruptionBudgets, anti-affinity and
+//! the optional Prometheus objects select what they should.
 //!
 //! Needs helm (`scripts/install-helm.sh`, or `$HELM`); without it every test prints
 //! `skipped: helm not found` and passes.
