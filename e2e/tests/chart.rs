@@ -5,7 +5,9 @@
 //! RBAC grants exactly the audited calls, and the rendered objects work in the embedded cluster:
 //! koord-webhook started with the chart's args injects its CA into the chart's configurations and
 //! mutates a pod created through the API; the calls koord-webhook and koord-manager really make
-//! there are all allowed by the rendered roles.
+//! there are all allowed by the rendered roles. `values.schema.json` refuses wrong values; the
+//! labels and selectors (`koord-app`, `selectorStyle`), PodDisruptionBudgets, anti-affinity and
+//! the optional Prometheus objects select what they should.
 //!
 //! Needs helm (`scripts/install-helm.sh`, or `$HELM`); without it every test prints
 //! `skipped: helm not found` and passes.
@@ -73,12 +75,20 @@ fn variant_name(set: &[&str]) -> String {
     }
 }
 
+#[path = "chart_cases/availability.rs"]
+mod availability;
 #[path = "chart_cases/cluster.rs"]
 mod cluster;
+#[path = "chart_cases/labels.rs"]
+mod labels;
+#[path = "chart_cases/monitoring.rs"]
+mod monitoring;
 #[path = "chart_cases/rbac.rs"]
 mod rbac;
 #[path = "chart_cases/render.rs"]
 mod render;
+#[path = "chart_cases/schema.rs"]
+mod schema;
 #[path = "chart_cases/versions.rs"]
 mod versions;
 #[path = "chart_cases/wiring.rs"]

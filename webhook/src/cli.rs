@@ -56,6 +56,19 @@ pub struct ValidateArgs {
     /// Name of the slo-controller-config.
     #[arg(long, env = "SLO_CONFIG_NAME", default_value = "slo-controller-config")]
     pub slo_config_name: String,
+    /// `text`: one line per violation. `json`: one array of
+    /// `{document, kind, name, field, rule, message}` objects (`[]` when valid).
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: OutputFormat,
+}
+
+/// Output of `validate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// One line per violation: `document N (Kind name), field, rule`.
+    Text,
+    /// A JSON array of violation objects, for CI scripts.
+    Json,
 }
 
 /// Where the serving certificate comes from.

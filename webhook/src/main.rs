@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use koord_webhook::cli::{Cli, Command};
+use koord_webhook::cli::{Cli, Command, OutputFormat};
 use koord_webhook::offline;
 
 fn main() -> ExitCode {
@@ -33,13 +33,20 @@ fn main() -> ExitCode {
             let result = offline::read_input(&args.file)
                 .and_then(|text| offline::run_validate(&text, &args.config_namespace, &args.slo_config_name));
             match result {
-                Ok(violations) if violations.is_empty() => ExitCode::SUCCESS,
                 Ok(violations) => {
-                    let lines: Vec<String> = violations.iter().map(ToString::to_string).collect();
-                    if let Err(error) = koord_runtime::print_stdout(&lines.join("\n")) {
-                        eprintln!("koord-webhook validate: cannot write the output: {error}");
+                    // JSON always prints the array (`[]` when valid), so scripts can parse the
+                    // output whatever the exit code; text prints nothing when valid.
+                    if args.output == OutputFormat::Json || !violations.is_empty() {
+                        let output = offline::format_violations(&violations, args.output);
+                        if let Err(error) = koord_runtime::print_stdout(&output) {
+                            eprintln!("koord-webhook validate: cannot write the output: {error}");
+                        }
                     }
-                    ExitCode::from(1)
+                    if violations.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    }
                 }
                 Err(error) => {
                     eprintln!("koord-webhook validate: {error}");

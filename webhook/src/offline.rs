@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::cli::OutputFormat;
 use crate::mutate::profile::CompiledProfile;
 use crate::mutate::{MutationOptions, mutate_pod};
 use crate::validate::Violation;
@@ -154,19 +155,52 @@ pub fn run_mutate(text: &str, seed: Option<u64>, default_namespace: &str) -> Res
 /// One violation found offline, with the document it is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentViolation {
-    /// e.g. `document 2 (ConfigMap koordinator-system/slo-controller-config)`.
-    pub document: String,
+    /// 1-based position of the document in the input.
+    pub index: usize,
+    /// The document's `kind`.
+    pub kind: String,
+    /// The document's `metadata.name` (empty when it has none).
+    pub name: String,
     /// The violation.
     pub violation: Violation,
+}
+
+impl DocumentViolation {
+    /// The JSON object `validate --output json` prints for this violation. Its keys are a
+    /// stable interface for CI scripts: `document` (1-based position), `kind`, `name`, `field`,
+    /// `rule`, and `message` (the line the text output prints).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "document": self.index,
+            "kind": self.kind,
+            "name": self.name,
+            "field": self.violation.field,
+            "rule": self.violation.rule,
+            "message": self.to_string(),
+        })
+    }
 }
 
 impl std::fmt::Display for DocumentViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}, {}, {}",
-            self.document, self.violation.field, self.violation.rule
+            "document {} ({} {}), {}, {}",
+            self.index, self.kind, self.name, self.violation.field, self.violation.rule
         )
+    }
+}
+
+/// What `validate` prints for the violations it found in `format`.
+pub fn format_violations(violations: &[DocumentViolation], format: OutputFormat) -> String {
+    match format {
+        OutputFormat::Json => {
+            Value::Array(violations.iter().map(DocumentViolation::to_json).collect()).to_string()
+        }
+        OutputFormat::Text => {
+            let lines: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            lines.join("\n")
+        }
     }
 }
 
@@ -193,7 +227,6 @@ pub fn run_validate(
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let document = format!("document {index} ({} {name})", kind(value));
         let violations = match kind(value) {
             "ConfigMap" => {
                 let config_map: ConfigMap = typed(*index, value)?;
@@ -217,7 +250,9 @@ pub fn run_validate(
             _ => Vec::new(),
         };
         found.extend(violations.into_iter().map(|violation| DocumentViolation {
-            document: document.clone(),
+            index: *index,
+            kind: kind(value).to_owned(),
+            name: name.to_owned(),
             violation,
         }));
     }

@@ -197,3 +197,60 @@ spec:
     let output = run(&["validate", "-f", "/nonexistent/file.yaml"], "");
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn validate_output_json_is_an_array_of_violations_with_unchanged_exit_codes() {
+    let invalid = r#"
+apiVersion: config.koordinator.sh/v1alpha1
+kind: ClusterColocationProfile
+metadata:
+  name: bad
+spec:
+  probability: 101
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: fine
+spec:
+  containers: [{name: c, image: busybox}]
+"#;
+    let output = run(&["validate", "-f", "-", "--output", "json"], invalid);
+    assert_eq!(output.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!([{
+            "document": 1,
+            "kind": "ClusterColocationProfile",
+            "name": "bad",
+            "field": "spec.probability",
+            "rule": "probability 101 is outside 0..=100",
+            "message": "document 1 (ClusterColocationProfile bad), spec.probability, probability 101 is outside 0..=100",
+        }])
+    );
+
+    // Valid input: exit 0 and an empty array, so scripts always get JSON.
+    let valid = include_str!("fixtures/seed001_profile.yaml");
+    let output = run(&["validate", "-f", "-", "-o", "json"], valid);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&output.stdout).unwrap(),
+        serde_json::json!([])
+    );
+
+    // Unusable input: exit 2, the reason on stderr, nothing on stdout.
+    let output = run(&["validate", "-f", "-", "-o", "json"], "key: [unclosed");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    assert!(!output.stderr.is_empty());
+
+    // An unknown format is a usage error naming the choices.
+    let output = run(&["validate", "-f", "-", "-o", "yaml"], valid);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("[possible values: text, json]"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -23,16 +23,51 @@ app.kubernetes.io/part-of: koordinator
 {{- with .component }}
 app.kubernetes.io/component: {{ . }}
 {{- end }}
+{{- with include "koordinator.koordApp" .component }}
+koord-app: {{ . }}
+{{- end }}
 {{- with .ctx.Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
 
-{{/* Selector labels of a component's pods (stable across upgrades). */}}
+{{/*
+Upstream Koordinator's `koord-app` label of a component's workload and pods (`kubectl -l
+koord-app=koordlet`, ServiceMonitors and dashboards written for upstream select by it). Empty for
+objects that are not a component's.
+*/}}
+{{- define "koordinator.koordApp" -}}
+{{- if eq . "manager" -}}
+koord-manager
+{{- else if eq . "koordlet" -}}
+koordlet
+{{- else if eq . "webhook" -}}
+koord-webhook
+{{- end -}}
+{{- end -}}
+
+{{/*
+Selector labels of a component's pods. Selectors of Deployments and DaemonSets cannot change
+after creation, so `selectorStyle` is chosen once per release: `chart` (app.kubernetes.io/*) or
+`upstream` (upstream's `koord-app` only, to take over an upstream release in place). Call with
+(dict "ctx" $ "component" "manager").
+*/}}
 {{- define "koordinator.selectorLabels" -}}
+{{- if eq .ctx.Values.selectorStyle "upstream" -}}
+koord-app: {{ include "koordinator.koordApp" .component }}
+{{- else -}}
 app.kubernetes.io/name: koordinator
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of a component's pod template: both label sets, whatever the selector style. */}}
+{{- define "koordinator.podLabels" -}}
+app.kubernetes.io/name: koordinator
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+koord-app: {{ include "koordinator.koordApp" .component }}
 {{- end -}}
 
 {{/* metadata.annotations from commonAnnotations, when any. */}}
@@ -82,6 +117,9 @@ true
 
 {{/* Fails rendering on values the components would reject at start. */}}
 {{- define "koordinator.validate" -}}
+{{- if not (has .Values.selectorStyle (list "chart" "upstream")) -}}
+{{- fail (printf "selectorStyle must be chart or upstream, not %q" .Values.selectorStyle) -}}
+{{- end -}}
 {{- if not (has .Values.logFormat (list "text" "json")) -}}
 {{- fail (printf "logFormat must be text or json, not %q" .Values.logFormat) -}}
 {{- end -}}
