@@ -185,7 +185,6 @@ impl QosLoop {
         self
     }
 
-
     /// The kernel's CPU QoS files, probed once the kubepods cgroup exists (until then: none).
     fn cpu_qos_kernel(&mut self) -> CpuQosKernel {
         if let Some(known) = self.cpu_qos_kernel {
