@@ -292,10 +292,24 @@ async fn memory_hungry_be_pod_is_evicted_with_an_event_and_ls_pods_stay() {
         message.contains("EvictPodByNodeMemoryUsage") && message.contains("node memory usage"),
         "{message}"
     );
-    // The LS pod and the small BE pod (usage back below the threshold) stay.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The LS pod and the small BE pod (usage back below the threshold) stay. Node usage is the
+    // host's: when other work on the host pushes it over the threshold again within the next
+    // cool-down, evicting the small pod is right, and only its survival goes unchecked.
+    let mut peak = 0;
+    for _ in 0..24 {
+        peak = peak.max(host_used_bytes());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     assert!(env.pods().get_opt("web").await.unwrap().is_some());
-    assert!(env.pods().get_opt("be-small").await.unwrap().is_some());
+    let small_stays = env.pods().get_opt("be-small").await.unwrap().is_some();
+    let peak_percent = peak * 100 / capacity;
+    if peak_percent + 1 >= threshold {
+        println!(
+            "skipped: host memory reached {peak_percent}% of the node (threshold {threshold}%) after the eviction; be-small stayed: {small_stays}"
+        );
+    } else {
+        assert!(small_stays, "be-small evicted at a host peak of {peak_percent}%");
+    }
     assert!(reasons(&env.events("web").await).is_empty());
 }
 

@@ -287,26 +287,33 @@ pub fn decide(input: &MemoryQosInput<'_>) -> MemoryQosPlan {
     MemoryQosPlan { pods, writes }
 }
 
-/// The engine's call: gate, NodeSLO and kernel checks, then [`decide`]; `Err` is the skip reason.
-pub fn from_engine(input: &super::engine::EngineInput<'_>) -> Result<MemoryQosPlan, String> {
+/// The engine's call: gate, NodeSLO and kernel checks, then [`decide`]; the writes join the
+/// round's, and a check that fails is the strategy's skip reason.
+pub fn from_engine(
+    input: &super::engine::EngineInput<'_>,
+    writes: &mut Vec<CgroupWrite>,
+) -> super::engine::Report<MemoryQosPlan> {
+    let skipped = |reason: String| super::engine::Report::Skipped { skipped: reason };
     if !input.gates.enabled(GATE) {
-        return Err(format!("feature gate {GATE} is off"));
+        return skipped(format!("feature gate {GATE} is off"));
     }
     let Some(strategy) = input.node_slo.and_then(|s| s.resource_qos_strategy.as_ref()) else {
-        return Err("no resourceQOSStrategy in the NodeSLO".into());
+        return skipped("no resourceQOSStrategy in the NodeSLO".into());
     };
     if input.node.memory_qos_kernel == MemoryQosKernel::Absent {
-        return Err(
+        return skipped(
             "unsupported: memory.min/memory.low/memory.high need cgroup v2 (or an Anolis kernel on v1)"
                 .into(),
         );
     }
-    Ok(decide(&MemoryQosInput {
+    let plan = decide(&MemoryQosInput {
         strategy,
         pods: input.pods,
         paths: input.paths,
         allocatable_memory_bytes: i64::try_from(input.node.memory_allocatable_bytes).unwrap_or(i64::MAX),
-    }))
+    });
+    writes.extend(plan.writes.iter().cloned());
+    super::engine::Report::Ran(plan)
 }
 
 #[cfg(test)]

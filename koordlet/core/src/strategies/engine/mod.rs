@@ -430,13 +430,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         Report::Ran(plan)
     };
 
-    let memory_qos = match super::memory_qos::from_engine(input) {
-        Ok(plan) => {
-            writes.extend(plan.writes.iter().cloned());
-            Report::Ran(plan)
-        }
-        Err(reason) => Report::skipped(reason),
-    };
+    let memory_qos = super::memory_qos::from_engine(input, &mut writes);
 
     EnginePlan {
         writes,
