@@ -126,4 +126,14 @@ impl PodMeta {
             Some("Succeeded") | Some("Failed")
         )
     }
+
+    /// The containers of the pod's spec (none when the spec is missing): requests and limits
+    /// live there, the runtime's container IDs in [`PodMeta::containers`].
+    pub fn spec_containers(&self) -> &[k8s_openapi::api::core::v1::Container] {
+        self.pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or(&[])
+    }
 }

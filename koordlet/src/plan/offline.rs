@@ -128,12 +128,7 @@ pub fn assumed_cgroups(
     // Container and pod quotas from CPU limits, by directory.
     let mut quotas: BTreeMap<String, i64> = BTreeMap::new();
     for p in pods {
-        let spec = p
-            .pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.as_slice())
-            .unwrap_or(&[]);
+        let spec = p.spec_containers();
         let limit_of = |name: &str| {
             spec.iter()
                 .find(|c| c.name == name)

@@ -29,7 +29,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Container;
 use koord_api::QoSClass;
 use koord_api::resources::{ContainerAmounts, container_amounts};
 use serde::Serialize;
@@ -154,14 +153,6 @@ fn push_writes(writes: &mut Vec<CgroupWrite>, dir: &CgroupDir, limits: Limits) {
     ));
 }
 
-fn spec_containers(meta: &PodMeta) -> &[Container] {
-    meta.pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or(&[])
-}
-
 /// Whether the strategy acts on the pod: labelled BE and still running.
 fn applies(meta: &PodMeta) -> bool {
     meta.qos_label == QoSClass::Be && meta.is_running()
@@ -175,7 +166,8 @@ fn decide_pod(
     settings: BeLimitsSettings,
 ) -> Result<(BePodLimits, Vec<CgroupWrite>), SkippedPod> {
     let key = format!("{}/{}", meta.namespace, meta.name);
-    let amounts: Vec<ContainerAmounts> = match spec_containers(meta).iter().map(container_amounts).collect() {
+    let amounts: Vec<ContainerAmounts> = match meta.spec_containers().iter().map(container_amounts).collect()
+    {
         Ok(a) => a,
         Err(e) => {
             return Err(SkippedPod {
@@ -321,7 +313,7 @@ fn same_inputs(old: &PodMeta, new: &PodMeta) -> bool {
     if Arc::ptr_eq(&old.pod, &new.pod) {
         return true;
     }
-    let (a, b) = (spec_containers(old), spec_containers(new));
+    let (a, b) = (old.spec_containers(), new.spec_containers());
     a.len() == b.len()
         && a.iter()
             .zip(b)

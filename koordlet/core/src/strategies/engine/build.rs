@@ -357,12 +357,7 @@ pub(super) fn burst_pods(input: &EngineInput<'_>, strategy: &CpuBurstStrategy) -
         .map(|p| {
             let decision = koord_api::config::resolve_pod_burst_for(strategy, &p.pod);
             let (config, config_source) = BurstParams::from_decision(&decision);
-            let spec = p
-                .pod
-                .spec
-                .as_ref()
-                .map(|s| s.containers.as_slice())
-                .unwrap_or(&[]);
+            let spec = p.spec_containers();
             let containers = p
                 .containers
                 .iter()

@@ -62,12 +62,7 @@ pub(super) fn policy_pods(input: &EngineInput<'_>) -> Vec<PolicyPod> {
         .iter()
         .filter(|p| p.is_running())
         .map(|p| {
-            let spec = p
-                .pod
-                .spec
-                .as_ref()
-                .map(|s| s.containers.as_slice())
-                .unwrap_or(&[]);
+            let spec = p.spec_containers();
             // Gate CPUSetAllocator (on by default, upstream's name): apply the scheduler's
             // cpusets of LSE/LSR pods.
             let bound = (input.gates.enabled("CPUSetAllocator")
