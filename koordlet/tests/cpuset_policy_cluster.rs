@@ -5,14 +5,16 @@
 //! then corrupt) and checks every container stays where it was.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::cluster::{cluster_with_namespace, unique};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use koord_test_support::poll::wait_for;
 use koord_testcluster::node::{FleetConfig, NodeInfo, NodeSpec, SimulatedNodes};
-use koord_testcluster::{ClusterOptions, TestCluster};
 use koordlet_core::strategies::cpuset::CpuList;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -75,14 +77,6 @@ fn start_agent(node: &NodeInfo, kubeconfig: &Path, state_file: &Path, kubelet_ro
     }
 }
 
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos:x}", std::process::id())
-}
-
 fn affinity(pid: u32) -> Option<CpuList> {
     let pid = rustix::process::Pid::from_raw(pid as i32)?;
     let set = rustix::thread::sched_getaffinity(Some(pid)).ok()?;
@@ -120,20 +114,7 @@ async fn cpuset_policy_repins_a_running_pod_and_survives_a_restart() {
         );
         return;
     }
-    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
-    let client = cluster.client().unwrap();
-    cluster
-        .install_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds"))
-        .await
-        .unwrap();
-    let ns = unique("cpuset");
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    let (cluster, client, ns) = cluster_with_namespace("cpuset").await;
     let name = unique("sim");
     let nodes = SimulatedNodes::start(client.clone(), vec![NodeSpec::new(&name)], FleetConfig::default())
         .await

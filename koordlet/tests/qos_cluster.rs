@@ -7,14 +7,17 @@
 //! what `/proc/meminfo` says at the time, with a wide margin on both sides.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::cluster::{cluster_with_namespace, unique};
 use koord_test_support::poll::wait_for;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use koord_testcluster::TestCluster;
 use koord_testcluster::node::{FleetConfig, NodeInfo, NodeSpec, SimulatedNodes};
-use koord_testcluster::{ClusterOptions, TestCluster};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
@@ -44,14 +47,6 @@ impl Drop for Env {
     }
 }
 
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos:x}", std::process::id())
-}
-
 /// Host memory in use (MemTotal − MemAvailable), bytes: what koordlet reads on this node.
 fn host_used_bytes() -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap();
@@ -67,20 +62,7 @@ fn host_used_bytes() -> u64 {
 }
 
 async fn start(node_memory: u64, gates: &str) -> Env {
-    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
-    let client = cluster.client().unwrap();
-    cluster
-        .install_crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds"))
-        .await
-        .unwrap();
-    let ns = unique("qos");
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    let (cluster, client, ns) = cluster_with_namespace("qos").await;
     let name = unique("sim");
     let spec = NodeSpec::new(&name)
         .with_resource("memory", &node_memory.to_string())

@@ -1,8 +1,9 @@
 //! Shared fixtures: a fake host (cgroupfs v1 or v2, either driver, a mount table) in a temp
 //! dir, and a tracing capture to assert on log lines; [`kernel`] has what the real-kernel QoS
-//! tests share.
+//! tests share, [`cluster`] what the embedded-cluster tests share.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod kernel;
 
 use std::io::Write;
