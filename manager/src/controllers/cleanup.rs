@@ -14,7 +14,7 @@ use kube::{
     Api, Client,
     api::{DeleteParams, ListParams},
     core::PartialObjectMeta,
-    runtime::watcher,
+    runtime::{WatchStreamExt, watcher},
 };
 
 use crate::leader::Leadership;
@@ -84,6 +84,7 @@ pub async fn run(client: Client, children: Children, leadership: Leadership) {
         Api::<PartialObjectMeta<Node>>::all(client.clone()),
         watcher::Config::default(),
     )
+    .default_backoff()
     .boxed();
     let mut nodes = HashSet::new();
     let mut listing = HashSet::new();

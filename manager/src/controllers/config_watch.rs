@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Resource,
     runtime::{
+        WatchStreamExt,
         events::{Event, EventType, Recorder},
         watcher,
     },
@@ -44,7 +45,7 @@ impl ConfigWatch {
     /// Runs until the watch stream ends (it does not, short of shutdown).
     pub async fn run(self) {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-        let mut events = watcher(self.api.clone(), config).boxed();
+        let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut seen_in_list = false;
         while let Some(event) = events.next().await {
             match event {
