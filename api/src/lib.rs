@@ -7,6 +7,7 @@
 //! No I/O and no Kubernetes client live here: every function is pure, so the manager, the
 //! webhook, koordlet and the offline `calc` / `plan` commands share one implementation.
 
+pub mod canonical_quantity;
 pub mod config;
 #[cfg(feature = "crd")]
 pub mod crds;
@@ -24,6 +25,7 @@ pub mod resources;
 pub mod schema;
 pub mod selector;
 
+pub use canonical_quantity::canonical_quantity;
 pub use config::{SloConfig, resolve_node};
 #[cfg(feature = "crd")]
 pub use nodemetric::NodeMetric;

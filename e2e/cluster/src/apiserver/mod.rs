@@ -12,6 +12,7 @@ pub mod ops;
 pub mod patch;
 pub mod pods;
 pub mod proto;
+pub mod quantities;
 pub mod resource;
 pub mod schema;
 pub mod selector;

@@ -104,8 +104,9 @@ pub fn to_view(info: &ResourceInfo, version: &str, stored: &Value) -> Value {
     v
 }
 
-/// Served form -> stored form.
-pub fn to_storage(info: &ResourceInfo, view: Value) -> Value {
+/// Served form -> stored form: storage apiVersion, pruned and defaulted custom resources,
+/// canonical quantities in built-in kinds (400 when one is not a quantity).
+pub fn to_storage(info: &ResourceInfo, view: Value) -> ApiResult<Value> {
     let mut v = if info.group == "events.k8s.io" {
         rename_fields(view, true)
     } else {
@@ -123,7 +124,8 @@ pub fn to_storage(info: &ResourceInfo, view: Value) -> Value {
     if let Some(schema) = &info.schema {
         super::schema::prune_and_default(&mut v, schema);
     }
-    v
+    super::quantities::canonicalize(info, &mut v)?;
+    Ok(v)
 }
 
 /// Check apiVersion/kind of a request body against the target resource.

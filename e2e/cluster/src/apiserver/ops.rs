@@ -142,7 +142,7 @@ impl ApiServer {
     pub async fn create(&self, t: &Target, body: Value, p: &WriteParams) -> ApiResult<Value> {
         check_type(&t.info, &t.version, &body)?;
         self.require_namespace(t)?;
-        let mut obj = to_storage(&t.info, body);
+        let mut obj = to_storage(&t.info, body)?;
         prepare_create(&t.info, t.namespace.as_deref(), &mut obj)?;
         kinds::default_create(self, &t.info, &mut obj)?;
         let api_version = t.info.api_version(&t.version);
@@ -155,7 +155,7 @@ impl ApiServer {
         let admitted = self
             .admit(Operation::Create, t, &name, Some(t.view(&obj)), None, dry_run)
             .await?;
-        let mut obj = to_storage(&t.info, admitted);
+        let mut obj = to_storage(&t.info, admitted)?;
         kinds::after_admission_create(&t.info, &mut obj);
         kinds::validate(&t.info, &obj)?;
         if dry_run {
@@ -225,7 +225,7 @@ impl ApiServer {
         let sub = t.subresource.clone().unwrap_or_default();
         if self.store.get(&storage_key(&t.info), t.ns(), name).is_none() && sub.is_empty() {
             self.require_namespace(t)?;
-            let mut obj = to_storage(&t.info, patch.clone());
+            let mut obj = to_storage(&t.info, patch.clone())?;
             meta_mut(&mut obj)?.insert("name".into(), Value::String(name.to_string()));
             prepare_create(&t.info, t.namespace.as_deref(), &mut obj)?;
             kinds::default_create(self, &t.info, &mut obj)?;
@@ -270,7 +270,7 @@ impl ApiServer {
             if resource_version(&new_view)?.is_some_and(|rv| rv != cur.rv) {
                 return Err(ApiError::stale(&t.info.qualified_name(), &name));
             }
-            let new = to_storage(&t.info, new_view);
+            let new = to_storage(&t.info, new_view)?;
             let mut new = match mode {
                 UpdateMode::Client => prepare_update(&t.info, sub.as_deref(), &cur.value, new)?,
                 UpdateMode::Internal => new,
@@ -295,7 +295,7 @@ impl ApiServer {
                         p.dry_run,
                     )
                     .await?;
-                to_storage(&t.info, admitted)
+                to_storage(&t.info, admitted)?
             } else {
                 new
             };
