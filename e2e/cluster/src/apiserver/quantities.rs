@@ -42,7 +42,7 @@ struct QuantityField(String);
 
 fn pod(obj: &mut Value) -> Result<(), QuantityField> {
     for list in ["containers", "initContainers", "ephemeralContainers"] {
-        for_each(obj, &["spec", list], |c| resources(c))?;
+        for_each(obj, &["spec", list], resources)?;
     }
     map_at(obj, &["spec", "overhead"])?;
     for_each(obj, &["spec", "volumes"], |v| {
