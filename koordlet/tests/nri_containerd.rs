@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[path = "nri/cri.rs"]
+mod cri;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -68,6 +71,8 @@ impl Containerd {
 
     fn write_config(&self) {
         let d = self.dir.path().display();
+        let runc = self.root.join("usr/sbin/runc");
+        let runc = runc.display();
         for sub in ["nri-plugins", "nri-conf", "opt", "cni-bin", "cni-conf"] {
             std::fs::create_dir_all(self.path(sub)).unwrap();
         }
@@ -93,9 +98,20 @@ state = "{d}/state"
   plugin_request_timeout = "2s"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "docker.io/library/koord-nri-test:pause"
+  # Without CAP_SYS_RESOURCE (as in a container) runc cannot lower oom_score_adj below ours
+  # (sandboxes ask for -998): clamp it instead of failing the sandbox.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni-bin"
     conf_dir = "{d}/cni-conf"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    SystemdCgroup = false
+    BinaryName = "{runc}"
+    Root = "{d}/runc"
 "#
         );
         std::fs::write(self.path("config.toml"), config).unwrap();
@@ -108,7 +124,12 @@ state = "{d}/state"
             .open(self.path("containerd.log"))
             .unwrap();
         let bin = self.root.join("usr/bin");
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let path = format!(
+            "{}:{}:{}",
+            bin.display(),
+            self.root.join("usr/sbin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         let child = Command::new(bin.join("containerd"))
             .arg("--config")
             .arg(self.path("config.toml"))
@@ -136,6 +157,85 @@ state = "{d}/state"
 impl Drop for Containerd {
     fn drop(&mut self) {
         self.stop();
+        // Shims outlive containerd: kill the ones of this instance (their command line names
+        // our socket), then lift the rootfs and shm mounts below our directory.
+        let dir = self.dir.path().to_string_lossy().to_string();
+        let me = std::process::id().to_string();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let pid = entry.file_name().to_string_lossy().to_string();
+            if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&dir) {
+                let _ = Command::new("kill").args(["-9", &pid]).status();
+            }
+        }
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<&str> = mountinfo
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&dir))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = Command::new("umount").args(["-l", m]).status();
+        }
+    }
+}
+
+/// A cgroup parent for the test's pods in every v1 hierarchy; on drop its processes are killed
+/// and its directories removed.
+struct CgroupParent {
+    name: String,
+}
+
+impl CgroupParent {
+    fn new() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        CgroupParent {
+            name: format!("koord-nri-test-{}-{nanos}", std::process::id()),
+        }
+    }
+
+    fn dirs(&self) -> Vec<PathBuf> {
+        std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join(&self.name))
+            .filter(|p| p.is_dir())
+            .collect()
+    }
+}
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        fn remove(dir: &Path) {
+            for sub in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if sub.path().is_dir() {
+                    remove(&sub.path());
+                }
+            }
+            for pid in std::fs::read_to_string(dir.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+            {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+            for _ in 0..50 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        for dir in self.dirs() {
+            remove(&dir);
+        }
     }
 }
 
@@ -253,4 +353,186 @@ async fn registers_with_real_containerd_and_survives_its_restart() {
         .await
         .unwrap()
         .unwrap();
+}
+
+const IMAGE: &str = "docker.io/library/koord-nri-test:pause";
+
+/// Builds the test image (scripts/images/busy.c, static, sleeps until SIGTERM) as an OCI
+/// archive and imports it into `containerd`; it is also the sandbox image.
+fn import_image(containerd: &Containerd) -> Result<(), String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let rootfs = containerd.path("image-rootfs");
+    std::fs::create_dir_all(&rootfs).unwrap();
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    run(Command::new("gcc")
+        .args(["-Os", "-static", "-o"])
+        .arg(rootfs.join("busy"))
+        .arg(repo.join("scripts/images/busy.c")))?;
+    let archive = containerd.path("image.tar");
+    run(Command::new("python3")
+        .arg(repo.join("scripts/oci-archive.py"))
+        .arg(&rootfs)
+        .arg(IMAGE)
+        .arg(&archive)
+        .args(["--entrypoint", "/busy", "--user", "0"]))?;
+    run(Command::new(containerd.root.join("usr/bin/ctr"))
+        .arg("--address")
+        .arg(containerd.path("containerd.sock"))
+        .args(["-n", "k8s.io", "images", "import"])
+        .arg(&archive))
+}
+
+async fn wait_for_socket(path: &Path) {
+    for _ in 0..200 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} never appeared", path.display());
+}
+
+fn read_value(dirs: &[PathBuf], controller: &str, container: &str, file: &str) -> i64 {
+    let dir = dirs
+        .iter()
+        .find(|d| {
+            d.parent()
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n == controller)
+        })
+        .unwrap_or_else(|| panic!("no {controller} hierarchy"));
+    let path = dir.join(container).join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A BE pod through the real CRI path: the container's cgroup has the hook's values when the
+/// container starts (set by containerd from the NRI adjustment, not written afterwards).
+#[tokio::test]
+async fn be_container_starts_with_its_batch_limits() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
+        println!("skipped: no cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu");
+        return;
+    }
+    let parent = CgroupParent::new();
+    let containerd = Containerd::start(&containerd_root().unwrap());
+    let cri_socket = containerd.path("containerd.sock");
+    wait_for_socket(&cri_socket).await;
+    wait_for_socket(&containerd.nri_socket()).await;
+    if let Err(e) = import_image(&containerd) {
+        println!("skipped: test image: {e}");
+        return;
+    }
+    let mut config = PluginConfig::new(containerd.nri_socket());
+    config.initial_backoff = Duration::from_millis(100);
+    let (state_tx, mut state) = watch::channel(ConnectionState::Disabled);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let plugin = tokio::spawn(run_plugin(
+        config,
+        Arc::new(BeHooks::default()),
+        NriTelemetry::unregistered(),
+        state_tx,
+        stop_rx,
+    ));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        state.wait_for(|s| *s == ConnectionState::Registered),
+    )
+    .await
+    .expect("not registered")
+    .unwrap();
+
+    let spec = r#"{"containers":{"main":{"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"64Mi"},"limits":{"kubernetes.io/batch-cpu":"1500","kubernetes.io/batch-memory":"96Mi"}}}}"#;
+    let sandbox = cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: "be-pod".into(),
+            uid: format!("uid-{}", parent.name),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        // Host network: no hostname of its own (as the kubelet does it).
+        hostname: String::new(),
+        log_directory: containerd.path("logs").to_string_lossy().into(),
+        labels: [("koordinator.sh/qosClass".to_string(), "BE".to_string())].into(),
+        annotations: [(
+            "node.koordinator.sh/extended-resource-spec".to_string(),
+            spec.to_string(),
+        )]
+        .into(),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: format!("/{}", parent.name),
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(cri::NamespaceOption { network: 2 }),
+            }),
+        }),
+    };
+    let run: cri::RunPodSandboxResponse = cri::call(
+        &cri_socket,
+        "RunPodSandbox",
+        &cri::RunPodSandboxRequest {
+            config: Some(sandbox.clone()),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+    let created: cri::CreateContainerResponse = cri::call(
+        &cri_socket,
+        "CreateContainer",
+        &cri::CreateContainerRequest {
+            pod_sandbox_id: run.pod_sandbox_id.clone(),
+            config: Some(cri::ContainerConfig {
+                metadata: Some(cri::ContainerMetadata { name: "main".into() }),
+                image: Some(cri::ImageSpec { image: IMAGE.into() }),
+                log_path: "main.log".into(),
+            }),
+            sandbox_config: Some(sandbox),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+    let _: cri::Empty = cri::call(
+        &cri_socket,
+        "StartContainer",
+        &cri::IdRequest {
+            id: created.container_id.clone(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+
+    // The values of be_limits for 500m request / 1500m limit / 96Mi limit, in the real cgroup
+    // runc created for the container: nothing but the NRI adjustment wrote them.
+    let dirs = parent.dirs();
+    let id = &created.container_id;
+    assert_eq!(read_value(&dirs, "cpu", id, "cpu.shares"), 512);
+    assert_eq!(read_value(&dirs, "cpu", id, "cpu.cfs_quota_us"), 150_000);
+    assert_eq!(read_value(&dirs, "cpu", id, "cpu.cfs_period_us"), 100_000);
+    assert_eq!(read_value(&dirs, "memory", id, "memory.limit_in_bytes"), 96 << 20);
+
+    for method in ["StopPodSandbox", "RemovePodSandbox"] {
+        let _: Result<cri::Empty, _> = cri::call(
+            &cri_socket,
+            method,
+            &cri::IdRequest {
+                id: run.pod_sandbox_id.clone(),
+            },
+        )
+        .await;
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), plugin).await;
 }
