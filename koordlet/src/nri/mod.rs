@@ -8,6 +8,7 @@
 //! - [`api`]: the NRI messages koordlet uses, hand-declared prost structs.
 //! - [`hooks`]: pure: a pod and container in, the adjustment out.
 //! - [`session`]: one registered connection to the runtime, and the reconnect loop around it.
+//! - [`state`]: the connection state and the NRI metrics.
 //!
 //! Failure policy: the container always starts. A hook that cannot decide within
 //! [`PluginConfig::reply_deadline`] (well inside the runtime's 2 s request timeout) answers
@@ -17,13 +18,15 @@ pub mod api;
 pub mod hooks;
 pub mod mux;
 pub mod session;
+pub mod state;
 pub mod ttrpc;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use hooks::{BeHooks, HookSettings};
-pub use session::{ConnectionState, NriHandler, NriTelemetry, run_plugin};
+pub use session::{NriHandler, run_plugin};
+pub use state::{ConnectionState, NriTelemetry};
 
 /// The runtime's NRI socket when nothing else is configured.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
