@@ -212,3 +212,41 @@ async fn a_hook_past_its_deadline_lets_the_container_start_unchanged() {
         "{text}"
     );
 }
+
+/// Prints the time and message sizes of a 500-container Synchronize round trip over the
+/// socket (`cargo test -p koordlet --test nri_fake_runtime -- --ignored --nocapture`).
+#[tokio::test]
+#[ignore = "benchmark: prints figures"]
+async fn synchronize_500_containers_bench() {
+    use prost::Message as _;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nri.sock");
+    let runtime = FakeRuntime::bind(&socket);
+    let _plugin = start(&socket, Arc::new(BeHooks::default()), Duration::from_secs(1));
+    let mut conn = runtime.accept().await;
+    conn.configure().await;
+    let request = api::SynchronizeRequest {
+        pods: (0..500).map(|i| be_pod(&format!("p{i}"))).collect(),
+        containers: (0..500)
+            .map(|i| container(&format!("p{i}"), &format!("c{i}")))
+            .collect(),
+        more: false,
+    };
+    let mut times = Vec::new();
+    let mut reply_len = 0;
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        let reply: api::SynchronizeResponse = conn.call("Synchronize", &request).await.unwrap();
+        times.push(started.elapsed());
+        reply_len = reply.encoded_len();
+        assert_eq!(reply.update.len(), 500);
+    }
+    times.sort();
+    println!(
+        "synchronize 500 containers: request {} KiB, reply {} KiB, round trip median {:?}, max {:?}",
+        request.encoded_len() / 1024,
+        reply_len / 1024,
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+}
