@@ -84,6 +84,8 @@ pub struct AgentSettings {
     pub state_dir: PathBuf,
     /// What the evictor does when the Eviction API refuses or cannot be reached.
     pub eviction_fallback: crate::evict_fallback::EvictionFallback,
+    /// The runtime's NRI socket; `None` turns the runtime hooks off.
+    pub nri_socket: Option<PathBuf>,
     /// Prometheus `/metrics` address.
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
@@ -136,6 +138,7 @@ impl AgentSettings {
             eviction_fallback: args.eviction_fallback,
             proc_sys_root: args.proc_sys_root.clone(),
             state_dir: args.state_dir.clone(),
+            nri_socket: args.enable_nri_runtime_hook.then(|| args.nri_socket.clone()),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
         })
@@ -171,6 +174,7 @@ pub async fn run(
     let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(&mut registry, telemetry.clone());
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
+    let nri_telemetry = crate::nri::NriTelemetry::register(&mut registry);
     let (stop_tx, stop_rx) = watch::channel(false);
     let admin = serve_admin(&settings, Arc::new(registry), &readiness, &stop_rx).await?;
 
@@ -256,6 +260,14 @@ pub async fn run(
         readiness.clone(),
         telemetry.clone(),
     ));
+    spawn_nri(
+        &mut tasks,
+        &settings,
+        nri_telemetry,
+        &readiness,
+        &snap_rx,
+        &stop_rx,
+    );
     tasks.spawn(report_node_metric(
         client,
         settings.node.clone(),
@@ -271,6 +283,62 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
     let _ = admin.task.await;
     Ok(())
+}
+
+/// Starts the runtime hooks over NRI when enabled: the plugin's connection loop, and a task
+/// that keeps the hooks' settings equal to the QoS round's (gates, NodeSLO). When the socket
+/// exists at start the `nri` readiness check follows the connection.
+fn spawn_nri(
+    tasks: &mut tokio::task::JoinSet<()>,
+    settings: &AgentSettings,
+    telemetry: crate::nri::NriTelemetry,
+    readiness: &koord_runtime::Readiness,
+    snapshots: &watch::Receiver<Snapshot>,
+    stop: &watch::Receiver<bool>,
+) {
+    use crate::nri::{BeHooks, ConnectionState, HookSettings, PluginConfig};
+    use koordlet_core::strategies::engine::be_limits_settings;
+    let Some(socket) = settings.nri_socket.clone() else {
+        info!("NRI runtime hooks disabled by flag");
+        return;
+    };
+    let gates = settings.gates.clone();
+    let decide_settings = move |snapshot: &Snapshot| HookSettings {
+        batch_resource: gates.enabled("BatchResource"),
+        be_limits: be_limits_settings(&gates, snapshot.node_slo.as_deref()),
+    };
+    let hooks = BeHooks::new(decide_settings(&snapshots.borrow()));
+    let mut snapshots = snapshots.clone();
+    let updater = hooks.clone();
+    tasks.spawn(async move {
+        while snapshots.changed().await.is_ok() {
+            let next = decide_settings(&snapshots.borrow_and_update());
+            updater.set_settings(next);
+        }
+    });
+    let expected = socket.exists();
+    if expected {
+        readiness.register("nri");
+    } else {
+        info!(socket = %socket.display(), "NRI socket not present; koordlet connects when it appears");
+    }
+    let (state_tx, mut state_rx) = watch::channel(ConnectionState::Disabled);
+    let readiness = readiness.clone();
+    tasks.spawn(async move {
+        while state_rx.changed().await.is_ok() {
+            let state = *state_rx.borrow_and_update();
+            if expected {
+                readiness.set("nri", state == ConnectionState::Registered);
+            }
+        }
+    });
+    tasks.spawn(crate::nri::run_plugin(
+        PluginConfig::new(socket),
+        std::sync::Arc::new(hooks),
+        telemetry,
+        state_tx,
+        stop.clone(),
+    ));
 }
 
 /// Detects the cgroup layout, applies the kept-file budget and settles the kubelet's driver.

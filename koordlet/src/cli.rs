@@ -130,6 +130,14 @@ pub struct AgentArgs {
         default_value = "/var/lib/koordlet/cpuset-policy-state.json"
     )]
     pub cpuset_state_file: PathBuf,
+    /// The container runtime's NRI socket. When it exists, koordlet registers there and sets a
+    /// BE container's batch CPU and memory limits before the container starts.
+    #[arg(long, env = "KOORDLET_NRI_SOCKET", default_value = crate::nri::DEFAULT_SOCKET)]
+    pub nri_socket: PathBuf,
+    /// Runtime hooks over NRI (upstream's `RuntimeHooksNRI`); with `false` only the reconcile
+    /// loop applies BE limits.
+    #[arg(long, env = "KOORDLET_ENABLE_NRI_RUNTIME_HOOK", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_nri_runtime_hook: bool,
     /// The kubelet's cgroup driver.
     #[arg(long, env = "KOORDLET_CGROUP_DRIVER", value_enum, default_value = "auto")]
     pub cgroup_driver: DriverArg,

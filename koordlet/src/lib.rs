@@ -24,6 +24,7 @@ pub mod evictor;
 pub mod executor;
 pub mod gather;
 pub mod metrics;
+pub mod nri;
 pub mod plan;
 pub mod qos_loop;
 pub mod report;

@@ -60,6 +60,7 @@ fn start_agent(node: &NodeInfo, kubeconfig: &Path, state_file: &Path, kubelet_ro
         format!("--kubelet-root-dir={}", kubelet_root.display()),
         "--metrics-addr=127.0.0.1:0".into(),
         "--health-addr=127.0.0.1:0".into(),
+        "--enable-nri-runtime-hook=false".into(),
     ])
     .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -88,6 +88,7 @@ async fn start(node_memory: u64, gates: &str) -> Env {
         format!("--feature-gates={gates}"),
         "--metrics-addr=127.0.0.1:0".into(),
         "--health-addr=127.0.0.1:0".into(),
+        "--enable-nri-runtime-hook=false".into(),
     ])
     .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

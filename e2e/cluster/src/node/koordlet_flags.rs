@@ -20,6 +20,8 @@ impl NodeInfo {
             "--pods-source=kubelet".into(),
             // koordlet asks `<base>/pods`; `pods_url` is that full URL.
             format!("--kubelet-url=http://127.0.0.1:{}", self.kubelet_port),
+            // A simulated node has no container runtime of its own: never hook the host's.
+            "--enable-nri-runtime-hook=false".into(),
         ]
     }
 }
@@ -50,6 +52,7 @@ mod tests {
                 "--cgroup-driver=cgroupfs",
                 "--pods-source=kubelet",
                 "--kubelet-url=http://127.0.0.1:10250",
+                "--enable-nri-runtime-hook=false",
             ]
         );
     }

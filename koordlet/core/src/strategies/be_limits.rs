@@ -104,6 +104,29 @@ fn container_limits(amounts: &ContainerAmounts, settings: BeLimitsSettings) -> L
     }
 }
 
+/// One BE container's values, as both the reconcile loop and the runtime hooks (NRI) apply
+/// them: the hooks set them before the container starts, the loop keeps them, and since both
+/// come from here neither undoes the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BeContainerLimits {
+    /// `cpu.shares` (from the batch-cpu request; 2 without one).
+    pub cpu_shares: i64,
+    /// CFS quota in µs per [`CFS_PERIOD_US`] (-1 = unlimited).
+    pub cfs_quota_us: i64,
+    /// Memory limit in bytes (-1 = unlimited).
+    pub memory_limit_bytes: i64,
+}
+
+/// The container-level limits of a BE container with these batch amounts.
+pub fn container_values(amounts: &ContainerAmounts, settings: BeLimitsSettings) -> BeContainerLimits {
+    let limits = container_limits(amounts, settings);
+    BeContainerLimits {
+        cpu_shares: limits.shares,
+        cfs_quota_us: limits.quota,
+        memory_limit_bytes: limits.memory,
+    }
+}
+
 fn pod_limits(containers: &[ContainerAmounts], settings: BeLimitsSettings) -> Limits {
     let request: i64 = containers
         .iter()

@@ -289,6 +289,19 @@ impl EngineCache {
     }
 }
 
+/// be_limits' settings under these gates and NodeSLO: BE quotas are left to the besteffort
+/// parent while CPU suppress runs with policy `cfsQuota`. Shared by the QoS round and the
+/// runtime hooks so both decide the same values.
+pub fn be_limits_settings(gates: &FeatureGates, node_slo: Option<&NodeSLOSpec>) -> BeLimitsSettings {
+    let threshold = node_slo.and_then(|s| s.resource_used_threshold_with_be.as_ref());
+    BeLimitsSettings {
+        suppress_by_cfs_quota: gates.enabled("BECPUSuppress")
+            && threshold.is_some_and(|t| {
+                t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
+            }),
+    }
+}
+
 /// Runs every strategy for one round.
 pub fn run(input: &EngineInput<'_>) -> EnginePlan {
     run_with(input, None)
@@ -312,12 +325,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
     let be_limits = if let Some(r) = gate_off(input.gates, "BatchResource") {
         Report::skipped(r)
     } else {
-        let settings = BeLimitsSettings {
-            suppress_by_cfs_quota: input.gates.enabled("BECPUSuppress")
-                && threshold.is_some_and(|t| {
-                    t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
-                }),
-        };
+        let settings = be_limits_settings(input.gates, input.node_slo);
         match cache {
             Some(cache) => {
                 let round = cache.be_limits.decide(input.pods, input.paths, settings);

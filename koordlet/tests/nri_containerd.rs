@@ -1,0 +1,319 @@
+//! koordlet's NRI plugin against a real containerd 1.7 (Debian trixie, from
+//! `scripts/install-containerd.sh`), started with NRI enabled and its own root, state and
+//! sockets under a temp dir. The plugin must register, be configured and synchronised by the
+//! real runtime, and come back after containerd restarts.
+//!
+//! Skipped (one `skipped:` line) when not root or when containerd is not in the cache.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+#[path = "nri/containerd.rs"]
+mod containerd;
+#[path = "nri/cri.rs"]
+mod cri;
+
+use containerd::{CgroupParent, Containerd, containerd_root, skip_reason};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use koordlet::nri::api;
+use koordlet::nri::{BeHooks, ConnectionState, NriHandler, NriTelemetry, PluginConfig, run_plugin};
+use tokio::sync::watch;
+
+/// The real hooks, counting the runtime's synchronisations.
+#[derive(Default)]
+struct CountingHooks {
+    hooks: BeHooks,
+    syncs: AtomicUsize,
+}
+
+impl NriHandler for CountingHooks {
+    fn synchronize(
+        &self,
+        pods: &[api::PodSandbox],
+        containers: &[api::Container],
+    ) -> Vec<api::ContainerUpdate> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        self.hooks.synchronize(pods, containers)
+    }
+    fn create_container(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+    ) -> Option<api::ContainerAdjustment> {
+        self.hooks.create_container(pod, container)
+    }
+    fn update_container(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+        requested: Option<&api::LinuxResources>,
+    ) -> Vec<api::ContainerUpdate> {
+        self.hooks.update_container(pod, container, requested)
+    }
+}
+
+async fn wait_for_syncs(hooks: &CountingHooks, n: usize, containerd: &Containerd) {
+    for _ in 0..300 {
+        if hooks.syncs.load(Ordering::SeqCst) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "containerd did not synchronise the plugin {n} time(s); its log:\n{}",
+        containerd.log()
+    );
+}
+
+#[tokio::test]
+async fn registers_with_real_containerd_and_survives_its_restart() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let mut containerd = Containerd::start(&containerd_root().unwrap());
+    let mut config = PluginConfig::new(containerd.nri_socket());
+    config.initial_backoff = Duration::from_millis(100);
+    config.max_backoff = Duration::from_millis(500);
+    let (state_tx, mut state) = watch::channel(ConnectionState::Disabled);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let telemetry = NriTelemetry::unregistered();
+    let hooks = Arc::new(CountingHooks::default());
+    let plugin = tokio::spawn(run_plugin(
+        config,
+        hooks.clone(),
+        telemetry.clone(),
+        state_tx,
+        stop_rx,
+    ));
+    let registered = |state: &mut watch::Receiver<ConnectionState>| {
+        let mut state = state.clone();
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                state.wait_for(|s| *s == ConnectionState::Registered),
+            )
+            .await
+            .expect("not registered with containerd")
+            .unwrap();
+        }
+    };
+    registered(&mut state).await;
+    // containerd configured and synchronised the plugin.
+    wait_for_syncs(&hooks, 1, &containerd).await;
+    assert_eq!(telemetry.connected.get(), 1);
+
+    // containerd restarts: the plugin sees the loss and registers with the new instance.
+    containerd.stop();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        state.wait_for(|s| *s != ConnectionState::Registered),
+    )
+    .await
+    .expect("loss of containerd not noticed")
+    .unwrap();
+    containerd.spawn();
+    registered(&mut state).await;
+    wait_for_syncs(&hooks, 2, &containerd).await;
+    assert!(telemetry.reconnects.get() >= 1);
+
+    let _ = stop_tx.send(true);
+    tokio::time::timeout(Duration::from_secs(10), plugin)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+const IMAGE: &str = "docker.io/library/koord-nri-test:pause";
+
+/// Builds the test image (scripts/images/busy.c, static, sleeps until SIGTERM) as an OCI
+/// archive and imports it into `containerd`; it is also the sandbox image.
+fn import_image(containerd: &Containerd) -> Result<(), String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let rootfs = containerd.path("image-rootfs");
+    std::fs::create_dir_all(&rootfs).unwrap();
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    run(Command::new("gcc")
+        .args(["-Os", "-static", "-o"])
+        .arg(rootfs.join("busy"))
+        .arg(repo.join("scripts/images/busy.c")))?;
+    let archive = containerd.path("image.tar");
+    run(Command::new("python3")
+        .arg(repo.join("scripts/oci-archive.py"))
+        .arg(&rootfs)
+        .arg(IMAGE)
+        .arg(&archive)
+        .args(["--entrypoint", "/busy", "--user", "0"]))?;
+    run(Command::new(containerd.root.join("usr/bin/ctr"))
+        .arg("--address")
+        .arg(containerd.path("containerd.sock"))
+        .args(["-n", "k8s.io", "images", "import"])
+        .arg(&archive))
+}
+
+async fn wait_for_socket(path: &Path) {
+    for _ in 0..200 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} never appeared", path.display());
+}
+
+fn read_value(dirs: &[PathBuf], controller: &str, container: &str, file: &str) -> i64 {
+    let dir = dirs
+        .iter()
+        .find(|d| {
+            d.parent()
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n == controller)
+        })
+        .unwrap_or_else(|| panic!("no {controller} hierarchy"));
+    let path = dir.join(container).join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The values of be_limits for 500m request / 1500m limit / 96Mi limit in the container's real
+/// cgroup; the CRI request carried no resources, so only the NRI adjustment can have set them.
+fn assert_limits(parent: &CgroupParent, id: &str) {
+    let dirs = parent.dirs();
+    assert_eq!(read_value(&dirs, "cpu", id, "cpu.shares"), 512);
+    assert_eq!(read_value(&dirs, "cpu", id, "cpu.cfs_quota_us"), 150_000);
+    assert_eq!(read_value(&dirs, "cpu", id, "cpu.cfs_period_us"), 100_000);
+    assert_eq!(read_value(&dirs, "memory", id, "memory.limit_in_bytes"), 96 << 20);
+}
+
+/// A BE pod through the real CRI path: the container's cgroup has the hook's values when the
+/// container starts (set by containerd from the NRI adjustment, not written afterwards).
+#[tokio::test]
+async fn be_container_starts_with_its_batch_limits() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
+        println!("skipped: no cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu");
+        return;
+    }
+    let parent = CgroupParent::new();
+    let containerd = Containerd::start(&containerd_root().unwrap());
+    let cri_socket = containerd.path("containerd.sock");
+    wait_for_socket(&cri_socket).await;
+    wait_for_socket(&containerd.nri_socket()).await;
+    if let Err(e) = import_image(&containerd) {
+        println!("skipped: test image: {e}");
+        return;
+    }
+    let mut config = PluginConfig::new(containerd.nri_socket());
+    config.initial_backoff = Duration::from_millis(100);
+    let (state_tx, mut state) = watch::channel(ConnectionState::Disabled);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let plugin = tokio::spawn(run_plugin(
+        config,
+        Arc::new(BeHooks::default()),
+        NriTelemetry::unregistered(),
+        state_tx,
+        stop_rx,
+    ));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        state.wait_for(|s| *s == ConnectionState::Registered),
+    )
+    .await
+    .expect("not registered")
+    .unwrap();
+
+    let spec = r#"{"containers":{"main":{"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"64Mi"},"limits":{"kubernetes.io/batch-cpu":"1500","kubernetes.io/batch-memory":"96Mi"}}}}"#;
+    let sandbox = cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: "be-pod".into(),
+            uid: format!("uid-{}", parent.name),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        // Host network: no hostname of its own (as the kubelet does it).
+        hostname: String::new(),
+        log_directory: containerd.path("logs").to_string_lossy().into(),
+        labels: [("koordinator.sh/qosClass".to_string(), "BE".to_string())].into(),
+        annotations: [(
+            "node.koordinator.sh/extended-resource-spec".to_string(),
+            spec.to_string(),
+        )]
+        .into(),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: format!("/{}", parent.name),
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(cri::NamespaceOption { network: 2 }),
+            }),
+        }),
+    };
+    let run: cri::RunPodSandboxResponse = cri::call(
+        &cri_socket,
+        "RunPodSandbox",
+        &cri::RunPodSandboxRequest {
+            config: Some(sandbox.clone()),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+    let created: cri::CreateContainerResponse = cri::call(
+        &cri_socket,
+        "CreateContainer",
+        &cri::CreateContainerRequest {
+            pod_sandbox_id: run.pod_sandbox_id.clone(),
+            config: Some(cri::ContainerConfig {
+                metadata: Some(cri::ContainerMetadata { name: "main".into() }),
+                image: Some(cri::ImageSpec { image: IMAGE.into() }),
+                log_path: "main.log".into(),
+            }),
+            sandbox_config: Some(sandbox),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+    let _: cri::Empty = cri::call(
+        &cri_socket,
+        "StartContainer",
+        &cri::IdRequest {
+            id: created.container_id.clone(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+
+    // containerd creates the runc container (its cgroup, with the OCI spec's limits that the
+    // adjustment changed) before the process runs, so the container never ran unshaped; and
+    // running, it still has them.
+    assert_limits(&parent, &created.container_id);
+
+    for method in ["StopPodSandbox", "RemovePodSandbox"] {
+        let _: Result<cri::Empty, _> = cri::call(
+            &cri_socket,
+            method,
+            &cri::IdRequest {
+                id: run.pod_sandbox_id.clone(),
+            },
+        )
+        .await;
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), plugin).await;
+}
