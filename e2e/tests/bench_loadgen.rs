@@ -61,7 +61,10 @@ fn http_length(_: &str) -> Option<Vec<u8>> {
 }
 
 fn http_chunked(_: &str) -> Option<Vec<u8>> {
-    Some(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=1\r\nabc\r\n0\r\n\r\n".to_vec())
+    Some(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=1\r\nabc\r\n0\r\n\r\n"
+            .to_vec(),
+    )
 }
 
 fn http_error(_: &str) -> Option<Vec<u8>> {
@@ -109,19 +112,34 @@ fn a_slow_server_shows_as_latency_from_the_intended_time_and_timeouts() {
     // One connection, 20 ms per request, 100 requests/s due: the server keeps up with 50/s,
     // so queued requests wait; their latency counts from when they were due.
     let addr = serve(http_length, Duration::from_millis(20));
-    let mut load = spec(addr, Protocol::Http { path: "/".into() }, 100.0, Duration::from_millis(300));
+    let mut load = spec(
+        addr,
+        Protocol::Http { path: "/".into() },
+        100.0,
+        Duration::from_millis(300),
+    );
     load.connections = 1;
     let result = run_open_loop(load).unwrap();
     assert_eq!(result.due, 100);
     assert_eq!(result.ok + result.errors + result.timeouts, 100);
     assert!(result.timeouts > 0, "queued requests must time out");
-    assert!(result.quantile_ms(0.99) >= 100.0, "p99 {} ms hides the queueing", result.quantile_ms(0.99));
+    assert!(
+        result.quantile_ms(0.99) >= 100.0,
+        "p99 {} ms hides the queueing",
+        result.quantile_ms(0.99)
+    );
 }
 
 #[test]
 fn errors_and_misses_are_counted_not_hidden() {
     let addr = serve(http_error, Duration::ZERO);
-    let result = run_open_loop(spec(addr, Protocol::Http { path: "/".into() }, 50.0, Duration::from_secs(1))).unwrap();
+    let result = run_open_loop(spec(
+        addr,
+        Protocol::Http { path: "/".into() },
+        50.0,
+        Duration::from_secs(1),
+    ))
+    .unwrap();
     assert_eq!((result.ok, result.errors), (0, 50));
     let addr = serve(memcache, Duration::ZERO);
     memcache_set(addr, "hit", b"abcd").unwrap();
@@ -135,9 +153,23 @@ fn errors_and_misses_are_counted_not_hidden() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let result = run_open_loop(spec(closed, Protocol::Http { path: "/".into() }, 20.0, Duration::from_secs(1))).unwrap();
+    let result = run_open_loop(spec(
+        closed,
+        Protocol::Http { path: "/".into() },
+        20.0,
+        Duration::from_secs(1),
+    ))
+    .unwrap();
     assert_eq!(result.ok, 0);
     assert_eq!(result.errors + result.timeouts, 20);
-    let bad = LoadSpec { rate: 0.0, ..spec(closed, Protocol::Http { path: "/".into() }, 1.0, Duration::from_secs(1)) };
+    let bad = LoadSpec {
+        rate: 0.0,
+        ..spec(
+            closed,
+            Protocol::Http { path: "/".into() },
+            1.0,
+            Duration::from_secs(1),
+        )
+    };
     assert!(run_open_loop(bad).is_err());
 }

@@ -75,7 +75,7 @@ fn page_text(bytes: usize) -> String {
     while out.len() < bytes {
         state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
         out.push_str(WORDS[(state >> 16) as usize % WORDS.len()]);
-        out.push(if state % 11 == 0 { '\n' } else { ' ' });
+        out.push(if state.is_multiple_of(11) { '\n' } else { ' ' });
     }
     out.truncate(bytes);
     out
