@@ -89,6 +89,7 @@ fn spec(addr: SocketAddr, protocol: Protocol, rate: f64, timeout: Duration) -> L
         duration: Duration::from_millis(1000),
         connections: 4,
         timeout,
+        tasks_file: None,
     }
 }
 
@@ -102,7 +103,7 @@ fn every_due_request_is_answered_by_a_healthy_server() {
         assert_eq!((result.ok, result.errors, result.timeouts), (200, 0, 0));
         assert_eq!(result.latency_us.len(), 200);
         assert!(result.quantile_ms(0.5) < 500.0, "{}", result.quantile_ms(0.5));
-        let capacity = measure_capacity(addr, http, 2, Duration::from_millis(300)).unwrap();
+        let capacity = measure_capacity(addr, http, 2, Duration::from_millis(300), None).unwrap();
         assert!(capacity > 10.0, "{capacity}");
     }
 }

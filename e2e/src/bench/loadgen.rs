@@ -7,6 +7,7 @@
 //! CPU and does not mix with the harness's runtime.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ pub struct LoadSpec {
     pub connections: usize,
     /// A request not answered this long after its intended time is a timeout.
     pub timeout: Duration,
+    /// A cgroup v1 `tasks` file the generator's thread joins (see [`GeneratorCgroup`]).
+    pub tasks_file: Option<PathBuf>,
 }
 
 /// What a run measured.
@@ -106,7 +109,8 @@ pub fn run_open_loop(spec: LoadSpec) -> Result<LoadResult, BenchError> {
             spec.rate, spec.connections
         )));
     }
-    on_own_thread(move || async move { open_loop(spec).await })
+    let tasks_file = spec.tasks_file.clone();
+    on_own_thread(tasks_file, move || async move { open_loop(spec).await })
 }
 
 /// Closed loop: `connections` clients send back to back for `duration`; returns requests per
@@ -116,8 +120,9 @@ pub fn measure_capacity(
     protocol: Protocol,
     connections: usize,
     duration: Duration,
+    tasks_file: Option<PathBuf>,
 ) -> Result<f64, BenchError> {
-    on_own_thread(move || async move {
+    on_own_thread(tasks_file, move || async move {
         let deadline = Instant::now() + duration;
         let mut tasks = Vec::new();
         for _ in 0..connections.max(1) {
@@ -143,7 +148,7 @@ pub fn measure_capacity(
 /// Stores `value` under `key` (memcached text protocol), for [`Protocol::MemcacheGet`].
 pub fn memcache_set(addr: SocketAddr, key: &str, value: &[u8]) -> Result<(), BenchError> {
     let (key, value) = (key.to_owned(), value.to_owned());
-    on_own_thread(move || async move {
+    on_own_thread(None, move || async move {
         let mut stream = TcpStream::connect(addr).await.map_err(BenchError::Io)?;
         let mut line = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
         line.extend_from_slice(&value);
@@ -159,7 +164,7 @@ pub fn memcache_set(addr: SocketAddr, key: &str, value: &[u8]) -> Result<(), Ben
     })
 }
 
-fn on_own_thread<F, Fut, T>(work: F) -> Result<T, BenchError>
+fn on_own_thread<F, Fut, T>(tasks_file: Option<PathBuf>, work: F) -> Result<T, BenchError>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T, BenchError>>,
@@ -168,6 +173,9 @@ where
     let handle = std::thread::Builder::new()
         .name("koord-bench-load".into())
         .spawn(move || {
+            if let Some(tasks) = &tasks_file {
+                join_cgroup(tasks)?;
+            }
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -178,6 +186,17 @@ where
     handle
         .join()
         .map_err(|_| BenchError::Load("load generator thread panicked".into()))?
+}
+
+/// Moves the calling thread (not its process) into the cgroup v1 whose `tasks` file is given.
+fn join_cgroup(tasks: &std::path::Path) -> Result<(), BenchError> {
+    let link = std::fs::read_link("/proc/thread-self").map_err(BenchError::Io)?;
+    let tid = link
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| BenchError::Load(format!("cannot read the thread id from {}", link.display())))?
+        .to_owned();
+    std::fs::write(tasks, tid).map_err(BenchError::Io)
 }
 
 async fn open_loop(spec: LoadSpec) -> Result<LoadResult, BenchError> {

@@ -114,6 +114,32 @@ impl LsServer {
     }
 }
 
+/// The load generator stands in for clients on other machines, yet it shares this node's CPUs:
+/// its thread gets a cgroup of its own with a high `cpu.shares`, so that BE load on the node does
+/// not starve the client and show up as server latency. Removed on drop.
+pub struct GeneratorCgroup {
+    tree: koord_test_support::cgroup::CgroupV1Tree,
+}
+
+/// The generator's `cpu.shares`: ten times a CPU's worth of `kubepods`.
+const GENERATOR_SHARES: &str = "10240";
+
+impl GeneratorCgroup {
+    /// Creates it; fails when the cpu controller is not writable cgroup v1.
+    pub fn new() -> Result<Self, BenchError> {
+        let tree = koord_test_support::cgroup::CgroupV1Tree::new(&["cpu"])
+            .map_err(|e| BenchError::Skip(format!("no cgroup for the load generator: {e}")))?;
+        tree.write("cpu", "", "cpu.shares", GENERATOR_SHARES)
+            .map_err(BenchError::Io)?;
+        Ok(GeneratorCgroup { tree })
+    }
+
+    /// Its `tasks` file, which the generator's thread joins.
+    pub fn tasks_file(&self) -> PathBuf {
+        self.tree.path("cpu", "").join("tasks")
+    }
+}
+
 /// CPUs of this machine (the node).
 pub fn host_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -145,6 +171,8 @@ pub async fn run(opts: &Options, target: &mut Target) -> Result<Outcome, BenchEr
         skipped: Vec::new(),
     };
     let mut be_runs = 0usize;
+    let generator = GeneratorCgroup::new()?;
+    let tasks_file = Some(generator.tasks_file());
     for policy in &policies {
         if policy.needs_cpu_idle && !policy::cpu_idle_available(std::path::Path::new("/sys/fs/cgroup/cpu")) {
             let reason = "this kernel's cpu controller has no cpu.idle".to_string();
@@ -175,18 +203,15 @@ pub async fn run(opts: &Options, target: &mut Target) -> Result<Outcome, BenchEr
                 pod: name,
             });
         }
-        let result = run_policy(
-            opts,
-            policy,
-            &servers,
-            &work,
-            &client,
-            &node,
+        let context = PolicyRun {
+            servers: &servers,
+            work: &work,
+            client: &client,
+            node: &node,
             cpus,
-            &mut outcome,
-            &mut be_runs,
-        )
-        .await;
+            tasks_file: tasks_file.clone(),
+        };
+        let result = run_policy(opts, policy, &context, &mut outcome, &mut be_runs).await;
         for server in &servers {
             delete_pod(&client, &opts.namespace, &server.pod).await?;
         }
@@ -196,24 +221,38 @@ pub async fn run(opts: &Options, target: &mut Target) -> Result<Outcome, BenchEr
     Ok(outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the points of one policy share.
+struct PolicyRun<'a> {
+    servers: &'a [LsServer],
+    work: &'a WorkDir,
+    client: &'a kube::Client,
+    node: &'a str,
+    cpus: usize,
+    tasks_file: Option<PathBuf>,
+}
+
 async fn run_policy(
     opts: &Options,
     policy: &Policy,
-    servers: &[LsServer],
-    work: &WorkDir,
-    client: &kube::Client,
-    node: &str,
-    cpus: usize,
+    run: &PolicyRun<'_>,
     outcome: &mut Outcome,
     be_runs: &mut usize,
 ) -> Result<(), BenchError> {
+    let PolicyRun {
+        servers,
+        work,
+        client,
+        node,
+        cpus,
+        ..
+    } = *run;
     if policy.name == "ls-alone" {
         for server in servers {
             let (addr, protocol, window) = (server.addr, server.protocol(), opts.capacity_window);
             let connections = opts.connections.min(8);
+            let tasks = run.tasks_file.clone();
             let capacity = tokio::task::spawn_blocking(move || {
-                loadgen::measure_capacity(addr, protocol, connections, window)
+                loadgen::measure_capacity(addr, protocol, connections, window, tasks)
             })
             .await
             .map_err(|e| BenchError::Load(e.to_string()))??;
@@ -250,6 +289,7 @@ async fn run_policy(
                     duration: opts.duration,
                     connections: opts.connections,
                     timeout: opts.timeout,
+                    tasks_file: run.tasks_file.clone(),
                 };
                 let cpu0 = cpu_times();
                 let result = tokio::task::spawn_blocking(move || loadgen::run_open_loop(spec))
