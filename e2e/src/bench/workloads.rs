@@ -115,6 +115,8 @@ impl WorkDir {
 
 fn base_pod(name: &str, node: &str, qos: &str, work: &Path, container: Value) -> Value {
     let mut container = container;
+    // Images are built locally and imported into the node's runtime, never pulled.
+    container["imagePullPolicy"] = json!("IfNotPresent");
     container["volumeMounts"] = json!([{"name": "work", "mountPath": work.display().to_string()}]);
     json!({
         "apiVersion": "v1", "kind": "Pod",
