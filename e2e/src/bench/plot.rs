@@ -83,23 +83,30 @@ pub fn write_png(rows: &[Row], path: &Path, max_inflation: f64, min_share: f64) 
             .fold(0.8f64, f64::min)
             .max(0.05)
             * 0.8;
+        let x_max = mine
+            .iter()
+            .filter_map(|r| r.be_share)
+            .map(|(share, _, _)| share * 100.0 + 15.0)
+            .fold(110f64, f64::max);
         let mut chart = ChartBuilder::on(panel)
             .caption(format!("{workload}: LS p99 vs BE throughput"), ("sans-serif", 22))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d(0f64..110f64, (y_min..y_max).log_scale())
+            .build_cartesian_2d(0f64..x_max, (y_min..y_max).log_scale())
             .map_err(|e| err(&e))?;
         chart
             .configure_mesh()
             .x_desc("BE throughput, % of BE alone")
             .y_desc("LS p99 / p99 of LS alone")
             .label_style(("sans-serif", 14))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.2}"))
             .draw()
             .map_err(|e| err(&e))?;
         chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(min_share * 100.0, y_min), (110.0, 1.0 + max_inflation)],
+                [(min_share * 100.0, y_min), (x_max, 1.0 + max_inflation)],
                 RGBColor(133, 153, 0).mix(0.15).filled(),
             )))
             .map_err(|e| err(&e))?
