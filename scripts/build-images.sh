@@ -17,6 +17,11 @@
 #   --pause-only       build only the pause image (needs --pause-src)
 #   --e2e-busy         also build koord-e2e-busy:local, the scenario suite's workload image
 #                      (scripts/images/busy.c: `/busy` sleeps, `/busy --cpu N` burns N CPUs)
+#   --bench-workloads  also build koord-bench-nginx, koord-bench-memcached and
+#                      koord-bench-stress-ng (:latest) from the host's Debian binaries
+#                      (scripts/install-bench-workloads.sh), for `koord-bench colocation
+#                      --kubeconfig`
+#   --bench-workloads-only  only those three images
 #   --import           `ctr -n k8s.io images import` every archive (CONTAINERD_ADDRESS or
 #                      --address via CTR_ADDRESS selects the containerd socket)
 # Prints one line per archive: `<image ref> <manifest digest> <archive>`.
@@ -32,6 +37,8 @@ build=1
 import=0
 pause_only=0
 e2e_busy=0
+bench_workloads=0
+bench_only=0
 profile=release
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -43,8 +50,10 @@ while [[ $# -gt 0 ]]; do
         --no-build) build=0; shift ;;
         --pause-only) pause_only=1; build=0; shift ;;
         --e2e-busy) e2e_busy=1; shift ;;
+        --bench-workloads) bench_workloads=1; shift ;;
+        --bench-workloads-only) bench_workloads=1; bench_only=1; build=0; shift ;;
         --import) import=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -97,7 +106,7 @@ make_rootfs() {
 
 archives=()
 components=(koord-manager koord-webhook koordlet)
-[[ $pause_only == 1 ]] && components=()
+[[ $pause_only == 1 || $bench_only == 1 ]] && components=()
 [[ $pause_only == 1 && -z "$pause_src" ]] && { echo "error: --pause-only needs --pause-src" >&2; exit 2; }
 for name in "${components[@]}"; do
     binary="$bin_dir/$name"
@@ -129,6 +138,29 @@ if [[ $e2e_busy == 1 ]]; then
     python3 scripts/oci-archive.py "$work/busy" "docker.io/library/koord-e2e-busy:local" \
         "$out/koord-e2e-busy.tar" --entrypoint /busy --user 65532
     archives+=("$out/koord-e2e-busy.tar")
+fi
+
+if [[ $bench_workloads == 1 ]]; then
+    # One program each, at its Debian path with the shared libraries it links; nginx's workers
+    # switch to `nobody`, memcached runs with `-u root`.
+    for program in /usr/sbin/nginx /usr/bin/memcached /usr/bin/stress-ng; do
+        name="$(basename "$program")"
+        [[ -x "$program" ]] || { echo "error: $program missing (scripts/install-bench-workloads.sh)" >&2; exit 1; }
+        root="$work/bench-$name"
+        mkdir -p "$root/etc" "$root/tmp" "$root$(dirname "$program")"
+        chmod 1777 "$root/tmp"
+        install -m 0755 "$program" "$root$program"
+        printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' >"$root/etc/passwd"
+        printf 'root:x:0:\nnogroup:x:65534:\nnobody:x:65534:\n' >"$root/etc/group"
+        while read -r lib; do
+            [[ -n "$lib" ]] || continue
+            mkdir -p "$root$(dirname "$lib")"
+            cp -L "$lib" "$root$lib"
+        done < <(ldd "$program" 2>/dev/null | awk '/=> \//{print $3} /^\t\//{print $1}')
+        python3 scripts/oci-archive.py "$root" "docker.io/library/koord-bench-$name:latest" \
+            "$out/koord-bench-$name.tar" --entrypoint "$program" --user 0
+        archives+=("$out/koord-bench-$name.tar")
+    done
 fi
 
 if [[ $import == 1 ]]; then

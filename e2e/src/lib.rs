@@ -3,6 +3,7 @@
 //! scenario tests in `tests/` and the `koord-playground` binary, whose colocation story lives in
 //! [`story`]. See `e2e/README.md`.
 
+pub mod bench;
 pub mod components;
 pub mod setup;
 pub mod story;

@@ -4,7 +4,8 @@
 //! nodes with room (a minimal scheduler that counts extended resources such as
 //! `kubernetes.io/batch-cpu`), creates for every bound pod the cgroups a kubelet with the
 //! cgroupfs driver creates, runs each container as python3 worker processes (CPU burner and/or
-//! memory holder, see [`workload`] for the convention), reports the pod Running with
+//! memory holder, see [`workload`] for the convention) or, when its command names an installed
+//! `nginx`, `memcached` or `stress-ng`, as that real program ([`host_binary`]), reports the pod Running with
 //! `containerd://` ids, serves the kubelet `/pods` endpoint for koordlet, and on delete or
 //! eviction stops the processes, removes the cgroups and finishes the deletion.
 //!
@@ -15,6 +16,7 @@ pub mod cgroup;
 pub mod fakefs;
 pub mod fit;
 mod fleet;
+pub mod host_binary;
 mod koordlet_flags;
 pub mod limits;
 pub mod objects;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::cgroup::{CgroupError, NodeCgroups};
+use super::host_binary::host_command;
 use super::limits;
 use super::objects::{StartedContainer, new_container_id};
 use super::process::{ContainerProcesses, ProcessError};
@@ -171,7 +172,13 @@ pub fn start_pod(
                 container: container.name.clone(),
                 source,
             })?;
-        let mut processes = ContainerProcesses::spawn(workload)?;
+        let mut processes = match host_command(&annotations, container) {
+            Some(command) => {
+                tracing::info!(pod = %running.key, container = %container.name, program = %command.program.display(), "container runs a host program");
+                ContainerProcesses::spawn_host(&command)?
+            }
+            None => ContainerProcesses::spawn(workload)?,
+        };
         for pid in processes.pids() {
             cgroups.add_process(&dir, pid)?;
         }

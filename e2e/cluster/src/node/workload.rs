@@ -10,7 +10,9 @@
 //!    container of the pod. `cpu-load` is in cores (`"0.5"`, `"500m"`, `"2"`), `memory` is a
 //!    Kubernetes quantity of bytes (`"200Mi"`).
 //! 3. The container's command and args, when they run `stress` or `stress-ng` (also inside
-//!    `sh -c "..."`, or as args of an image whose name contains `stress`):
+//!    `sh -c "..."`; a `stress-ng` command runs the real program instead when it is installed,
+//!    see [`super::host_binary`]),
+//!    or as args of an image whose name contains `stress`:
 //!    `-c/--cpu N` burns N full cores (stress-ng: times `-l/--cpu-load P`%),
 //!    `-m/--vm N` with `--vm-bytes B` holds N×B bytes (stress default 256M; sizes as stress reads
 //!    them: `k`, `m`, `g` are powers of 1024). Other flags (`--vm-keep`, `--timeout`, `--io`) are
