@@ -226,6 +226,17 @@ async fn replicas_converge_on_one_secret_and_renew_through_it() {
     assert_eq!(again, renewed, "a second sync keeps what is stored");
 }
 
+/// A cluster with the CRDs, [`objects`] and the webhook configurations.
+async fn cluster_with_objects() -> TestCluster {
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds");
+    cluster.install_crds_from_dir(crds).await.unwrap();
+    for object in objects().into_iter().chain(webhook_configurations()) {
+        cluster.apply_object(object).await.unwrap();
+    }
+    cluster
+}
+
 /// Starts a webhook replica (Secret mode, certificate sync every 300 ms) and waits for its
 /// caches.
 async fn replica(client: &kube::Client) -> koord_webhook::serve::RunningWebhook {
@@ -272,10 +283,7 @@ fn ca_of(secret: &Secret) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_secret_deleted_while_two_replicas_serve() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
-    for object in objects().into_iter().chain(webhook_configurations()) {
-        cluster.apply_object(object).await.unwrap();
-    }
+    let cluster = cluster_with_objects().await;
     let client = cluster.client().unwrap();
     let (first, second) = (replica(&client).await, replica(&client).await);
     cluster.register_service(NS, SERVICE, first.addr);
@@ -294,6 +302,22 @@ async fn certificate_secret_deleted_while_two_replicas_serve() {
     })
     .await;
     assert_ne!(new_ca, old_ca, "a deleted Secret comes back with a new CA");
+    // The API server trusts only the new CA from here on.
+    let configurations = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    koord_test_support::eventually("the new CA injected", Duration::from_secs(20), async || {
+        let mutating = configurations
+            .get("koordinator-mutating-webhook-configuration")
+            .await
+            .unwrap();
+        mutating.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .unwrap()
+            .0
+            == new_ca
+    })
+    .await;
     let mut n = 0;
     for (addr, who) in [(first.addr, "first"), (second.addr, "second")] {
         cluster.register_service(NS, SERVICE, addr);
@@ -322,10 +346,7 @@ async fn two_replicas_racing_on_rotation_agree_on_one_renewal() {
     use koord_webhook::certs::{SecretSource, sync_from_secret};
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
-    for object in objects().into_iter().chain(webhook_configurations()) {
-        cluster.apply_object(object).await.unwrap();
-    }
+    let cluster = cluster_with_objects().await;
     let client = cluster.client().unwrap();
     let source = SecretSource {
         namespace: NS.into(),
