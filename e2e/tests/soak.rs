@@ -1,7 +1,8 @@
 //! The short pod-churn soak (the long one is `koord-soak --duration 30m`, see
-//! `docs/reliability.md`): 250 pods on one simulated node, one replaced per second for 30 s,
-//! koordlet and koord-manager each in its own process; every figure stays within its bound and
-//! no cgroup or process of a deleted pod is left behind.
+//! `docs/reliability.md`): 250 pods on one simulated node, one replaced per second for 55 s,
+//! koordlet (collecting every 100 ms, so its metric rings fill in the 30 s warm-up) and
+//! koord-manager each in its own process; every figure stays within its bound over the last
+//! 25 s, and no cgroup or process of a deleted pod is left behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 use std::time::Duration;
@@ -12,11 +13,12 @@ use koord_e2e::soak::{self, SoakConfig, verdict};
 async fn pod_churn_keeps_koordlet_and_manager_flat() {
     let out = tempfile::tempdir().unwrap();
     let config = SoakConfig {
-        duration: Duration::from_secs(30),
+        duration: Duration::from_secs(55),
+        warm_up: Duration::from_secs(30),
         pods: 250,
         churn_every: Duration::from_secs(1),
         sample_every: Duration::from_secs(1),
-        collect_interval: "250ms".into(),
+        collect_interval: "100ms".into(),
         out_dir: out.path().to_path_buf(),
         component_exe: env!("CARGO_BIN_EXE_koord-soak").into(),
     };
@@ -27,8 +29,8 @@ async fn pod_churn_keeps_koordlet_and_manager_flat() {
         report.churned,
         report.samples.len()
     );
-    assert!(report.churned >= 25, "{}", report.churned);
-    let outcomes = verdict::judge(&report.samples).expect("enough samples");
+    assert!(report.churned >= 50, "{}", report.churned);
+    let outcomes = verdict::judge(&report.samples, config.warm_up).expect("enough samples");
     for outcome in &outcomes {
         println!("{outcome}");
     }

@@ -29,6 +29,9 @@ struct Args {
     /// How long pods are churned, after the population runs (`30m`, `45s`).
     #[arg(long, default_value = "30m", value_parser = koord_runtime::parse_interval)]
     duration: Duration,
+    /// The first part of the churn the verdict leaves out (koordlet's metric rings fill up).
+    #[arg(long, default_value = "3m", value_parser = koord_runtime::parse_interval)]
+    warm_up: Duration,
     /// Pods kept on the node.
     #[arg(long, default_value_t = 250)]
     pods: usize,
@@ -67,6 +70,7 @@ fn main() -> anyhow::Result<ExitCode> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = SoakConfig {
         duration: args.duration,
+        warm_up: args.warm_up,
         pods: args.pods,
         churn_every: args.churn_every,
         sample_every: args.sample_every,
@@ -97,7 +101,7 @@ fn main() -> anyhow::Result<ExitCode> {
         plot::draw(&report.samples, png, &args.font, &title)?;
         println!("plot: {}", png.display());
     }
-    let Some(outcomes) = verdict::judge(&report.samples) else {
+    let Some(outcomes) = verdict::judge(&report.samples, args.warm_up) else {
         println!("too few samples to judge; run longer or sample more often");
         return Ok(ExitCode::FAILURE);
     };

@@ -71,8 +71,10 @@ pub enum SoakError {
 /// What a soak run does.
 #[derive(Debug, Clone)]
 pub struct SoakConfig {
-    /// How long pods are churned (after the population runs).
+    /// How long pods are churned (after the population runs), warm-up included.
     pub duration: Duration,
+    /// The first part of the churn that the verdict leaves out (see [`verdict`]).
+    pub warm_up: Duration,
     /// Pods kept on the node.
     pub pods: usize,
     /// One pod deleted and one created per interval.

@@ -1,7 +1,8 @@
 //! Is a soak run flat? Each figure's median over the last quarter of the run is compared with
-//! its median over the first quarter after warm-up (the first 10 % of the run: caches, metric
-//! rings and kept files fill up then). Medians, not maxima: a noisy shared machine and the
-//! allocator's batching make single samples jumpy; a leak moves the median.
+//! its median over the first quarter after warm-up (koordlet's metric rings fill up then: 300
+//! samples per series, 75 s at a 250 ms collect interval, and its kept cgroup files open).
+//! Medians, not maxima: a noisy shared machine and the allocator's batching make single
+//! samples jumpy; a leak moves the median.
 
 use std::fmt;
 
@@ -181,10 +182,10 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Judges every figure of a run; `None` when there are too few samples (fewer than 8 after
-/// warm-up) to tell.
-pub fn judge(samples: &[Sample]) -> Option<Vec<Outcome>> {
-    let warm = samples.len() / 10;
+/// Judges every figure of a run from `warm_up` seconds on; `None` when there are too few
+/// samples (fewer than 8 after warm-up) to tell.
+pub fn judge(samples: &[Sample], warm_up: std::time::Duration) -> Option<Vec<Outcome>> {
+    let warm = samples.partition_point(|s| s.seconds < warm_up.as_secs_f64());
     let steady = samples.get(warm..)?;
     if steady.len() < 8 {
         return None;
@@ -240,20 +241,23 @@ mod tests {
 
     #[test]
     fn a_flat_run_with_a_warm_up_is_flat() {
-        let outcomes = judge(&run(|i| {
-            if i < 4 {
-                5 << 20
-            } else {
-                (20 << 20) + (i as u64 % 3) * 4096
-            }
-        }))
+        let outcomes = judge(
+            &run(|i| {
+                if i < 4 {
+                    5 << 20
+                } else {
+                    (20 << 20) + (i as u64 % 3) * 4096
+                }
+            }),
+            std::time::Duration::from_secs(4),
+        )
         .unwrap();
         assert!(outcomes.iter().all(|o| o.flat), "{outcomes:?}");
     }
 
     #[test]
     fn a_leak_is_not_flat() {
-        let outcomes = judge(&run(|i| (20 << 20) + i as u64 * (1 << 20))).unwrap();
+        let outcomes = judge(&run(|i| (20 << 20) + i as u64 * (1 << 20)), Default::default()).unwrap();
         let rss = outcomes.iter().find(|o| o.figure == Figure::KoordletRss).unwrap();
         assert!(!rss.flat, "{rss}");
         assert!(outcomes.iter().filter(|o| !o.flat).count() == 1);
@@ -261,6 +265,6 @@ mod tests {
 
     #[test]
     fn too_few_samples_tell_nothing() {
-        assert_eq!(judge(&run(|_| 1)[..5]), None);
+        assert_eq!(judge(&run(|_| 1)[..12], std::time::Duration::from_secs(5)), None);
     }
 }
