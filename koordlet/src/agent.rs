@@ -5,7 +5,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use prometheus_client::registry::Registry;
 use tokio::sync::{Mutex, watch};
@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use crate::cli::{AgentArgs, DriverArg, PodsSource};
 use crate::evictor::Evictor;
 use crate::executor::{Executor, ExecutorConfig};
-use crate::metrics::MetricTime;
+use crate::metrics::clock::MetricClock;
 use crate::metrics::collector::{Collector, Stores};
 use crate::qos_loop::{QosEdges, QosLoop, QosLoopConfig};
 use crate::report::{self, ReportInput};
@@ -251,11 +251,15 @@ pub async fn run(
         }
     };
     let collector = Collector::new(cgroups.clone(), settings.roots.clone(), paths.clone());
+    let clock = Arc::new(std::sync::Mutex::new(MetricClock::default()));
     tasks.spawn(collect_and_decide(
         collector,
         qos,
         settings.collect_interval,
-        stores.clone(),
+        SharedMetrics {
+            clock: clock.clone(),
+            stores: stores.clone(),
+        },
         snap_rx.clone(),
         readiness.clone(),
         telemetry.clone(),
@@ -271,6 +275,7 @@ pub async fn run(
     tasks.spawn(report_node_metric(
         client,
         settings.node.clone(),
+        clock,
         stores,
         snap_rx,
         telemetry,
@@ -454,13 +459,21 @@ fn spawn_fast_suppress(
     }
 }
 
+/// The metric stores and the clock their samples are stamped with, shared by the collection
+/// round and the NodeMetric report.
+#[derive(Clone)]
+struct SharedMetrics {
+    clock: Arc<std::sync::Mutex<MetricClock>>,
+    stores: Arc<Mutex<Stores>>,
+}
+
 /// Every `interval`: collect metrics into the stores, then run one QoS round (observe ->
 /// decide -> act) on the latest snapshot.
 async fn collect_and_decide(
     mut collector: Collector,
     mut qos: QosLoop,
     interval: Duration,
-    stores: Arc<Mutex<Stores>>,
+    SharedMetrics { clock, stores }: SharedMetrics,
     snapshots: watch::Receiver<Snapshot>,
     readiness: koord_runtime::Readiness,
     telemetry: Telemetry,
@@ -472,7 +485,7 @@ async fn collect_and_decide(
         let snapshot = snapshots.borrow().clone();
         readiness.set("pods", snapshot.pods_synced);
         let started = Instant::now();
-        let now = MetricTime::from_system_time(SystemTime::now());
+        let now = read_clock(&clock).0;
         {
             let mut stores = stores.lock().await;
             collector.collect(&snapshot, now, &mut stores);
@@ -489,6 +502,7 @@ async fn collect_and_decide(
 async fn report_node_metric(
     client: kube::Client,
     node: String,
+    clock: Arc<std::sync::Mutex<MetricClock>>,
     stores: Arc<Mutex<Stores>>,
     snapshots: watch::Receiver<Snapshot>,
     telemetry: Telemetry,
@@ -510,8 +524,8 @@ async fn report_node_metric(
         }
         last_report = tokio::time::Instant::now();
         let snapshot = snapshots.borrow().clone();
-        let now = MetricTime::from_system_time(SystemTime::now());
-        let status = {
+        let (now, wall) = read_clock(&clock);
+        let mut status = {
             let stores = stores.lock().await;
             report::build_status(&ReportInput {
                 node_store: &stores.node,
@@ -521,6 +535,8 @@ async fn report_node_metric(
                 now,
             })
         };
+        // Windows run on the metric clock; the report's time is the wall clock's.
+        status.update_time = Some(report::time_of(wall));
         let result = match report::publish(&client, &node, &status).await {
             Ok(()) => "ok",
             Err(e) => {
@@ -533,4 +549,13 @@ async fn report_node_metric(
             .get_or_create(&vec![("result".to_string(), result.to_string())])
             .inc();
     }
+}
+
+/// The metric time now and its wall time (see [`MetricClock`]).
+fn read_clock(
+    clock: &std::sync::Mutex<MetricClock>,
+) -> (crate::metrics::MetricTime, crate::metrics::MetricTime) {
+    let mut clock = clock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let now = clock.now();
+    (now, clock.wall_of(now))
 }

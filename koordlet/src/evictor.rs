@@ -17,7 +17,12 @@
 //! - Events as upstream: `evictPodSuccess` / `evictPodFail` (Warning) with the note
 //!   `evict Pod:<name>, reason: <EvictPodBy...>, message: <numbers>`;
 //! - when the Eviction API refuses (429) or cannot be reached, the configured
-//!   [`EvictionFallback`] runs: none (default), delete the pod, or kill its containers.
+//!   [`EvictionFallback`] runs: none (default), delete the pod, or kill its containers;
+//! - while the API server cannot be reached, nothing is queued for later except Events: each
+//!   round decides again with fresh numbers and tries again (so a pod is evicted after
+//!   recovery only if it still has to be, and once: accepted evictions are in flight), and the
+//!   Events that could not be published wait in an [`EventBacklog`] (one per pod and reason)
+//!   published at the start of the first round the server answers.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -29,6 +34,7 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{error, info, warn};
 
+use crate::event_backlog::EventBacklog;
 use crate::evict_fallback::{ContainerKiller, EvictionFallback};
 use crate::states::PodMeta;
 use crate::telemetry::Telemetry;
@@ -208,6 +214,7 @@ pub struct Evictor {
     telemetry: Telemetry,
     fallback: EvictionFallback,
     killer: Option<ContainerKiller>,
+    backlog: EventBacklog,
 }
 
 fn reference(p: &PodMeta) -> ObjectReference {
@@ -238,6 +245,7 @@ impl Evictor {
             telemetry,
             fallback: EvictionFallback::None,
             killer: None,
+            backlog: EventBacklog::default(),
         }
     }
 
@@ -306,7 +314,31 @@ impl Evictor {
             .inc();
     }
 
-    async fn event(&self, pod: &PodMeta, pick: &EvictionPick, reason: &str, detail: &str) {
+    /// Publishes `event`, or keeps it in the backlog when the API server cannot take it.
+    async fn publish(&mut self, event: Event, pod: &PodMeta) {
+        let reference = reference(pod);
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            warn!(pod = %format!("{}/{}", pod.namespace, pod.name), reason = %event.reason, error = %e,
+                  "cannot publish Event; kept to publish when the API server answers");
+            self.backlog.keep(event, reference, jiff::Timestamp::now());
+        }
+    }
+
+    /// Publishes the Events kept while the API server could not be reached (a no-op when none
+    /// wait); called at the start of every QoS round.
+    pub async fn flush_backlog(&mut self) -> usize {
+        if self.backlog.is_empty() {
+            return 0;
+        }
+        self.backlog.flush(&self.recorder).await
+    }
+
+    /// Events waiting for the API server.
+    pub fn backlog_len(&self) -> usize {
+        self.backlog.len()
+    }
+
+    async fn event(&mut self, pod: &PodMeta, pick: &EvictionPick, reason: &str, detail: &str) {
         let note = format!(
             "evict Pod:{}, reason: {}, message: {}{detail}",
             pod.name, pick.reason, pick.message
@@ -318,14 +350,12 @@ impl Evictor {
             action: pick.reason.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference(pod)).await {
-            warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %e, "cannot publish eviction Event");
-        }
+        self.publish(event, pod).await;
     }
 
     /// Publishes a Warning Event on `pod` for a decision that could not be carried out (e.g. a
     /// CPU set policy that cannot be satisfied); a failure to publish is logged.
-    pub async fn warn_pod(&self, pod: &PodMeta, reason: &str, action: &str, note: &str) {
+    pub async fn warn_pod(&mut self, pod: &PodMeta, reason: &str, action: &str, note: &str) {
         let event = Event {
             type_: EventType::Warning,
             reason: reason.into(),
@@ -333,9 +363,7 @@ impl Evictor {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference(pod)).await {
-            warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %e, "cannot publish Event");
-        }
+        self.publish(event, pod).await;
     }
 
     /// The Eviction version to use, discovered on first use.

@@ -19,6 +19,7 @@ pub mod agent;
 pub mod cli;
 pub mod command;
 pub mod cpuset_state;
+pub mod event_backlog;
 pub mod evict_fallback;
 pub mod evictor;
 pub mod executor;

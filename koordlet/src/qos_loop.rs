@@ -443,6 +443,7 @@ impl QosLoop {
                 }
             }
         }
+        self.evictor.flush_backlog().await;
         if !plan.evictions.is_empty() {
             self.evictor
                 .evict(&plan.evictions, &snapshot.pods, Instant::now())

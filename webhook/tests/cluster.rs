@@ -225,3 +225,178 @@ async fn replicas_converge_on_one_secret_and_renew_through_it() {
         .unwrap();
     assert_eq!(again, renewed, "a second sync keeps what is stored");
 }
+
+/// A cluster with the CRDs, [`objects`] and the webhook configurations.
+async fn cluster_with_objects() -> TestCluster {
+    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds");
+    cluster.install_crds_from_dir(crds).await.unwrap();
+    for object in objects().into_iter().chain(webhook_configurations()) {
+        cluster.apply_object(object).await.unwrap();
+    }
+    cluster
+}
+
+/// Starts a webhook replica (Secret mode, certificate sync every 300 ms) and waits for its
+/// caches.
+async fn replica(client: &kube::Client) -> koord_webhook::serve::RunningWebhook {
+    let cli = Cli::parse_from([
+        "koord-webhook",
+        "--port=0",
+        "--bind-address=127.0.0.1",
+        "--cert-sync-interval=300ms",
+        "--namespace",
+        NS,
+        "--service-name",
+        SERVICE,
+    ]);
+    let mut registry = Registry::default();
+    let webhook = koord_webhook::serve::start(&cli.server, client.clone(), &mut registry)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), webhook.caches_synced())
+        .await
+        .unwrap();
+    webhook
+}
+
+/// Creates a copy of the Spark driver pod named `name`; whether the webhook mutated it.
+async fn mutated(client: &kube::Client, name: &str) -> bool {
+    let mut pod = serde_yaml::from_str::<Pod>(include_str!("fixtures/spark_pod.yaml")).unwrap();
+    pod.metadata.name = Some(name.into());
+    let created = Api::<Pod>::namespaced(client.clone(), "spark")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    created
+        .metadata
+        .labels
+        .unwrap_or_default()
+        .get("koordinator.sh/qosClass")
+        .is_some_and(|q| q == "BE")
+}
+
+fn ca_of(secret: &Secret) -> Vec<u8> {
+    secret.data.as_ref().unwrap()["ca-cert.pem"].0.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_secret_deleted_while_two_replicas_serve() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = cluster_with_objects().await;
+    let client = cluster.client().unwrap();
+    let (first, second) = (replica(&client).await, replica(&client).await);
+    cluster.register_service(NS, SERVICE, first.addr);
+    let secrets = Api::<Secret>::namespaced(client.clone(), NS);
+    let old_ca = ca_of(&secrets.get("koordinator-webhook-certs").await.unwrap());
+    assert!(mutated(&client, "before").await);
+
+    secrets
+        .delete("koordinator-webhook-certs", &Default::default())
+        .await
+        .unwrap();
+    // Both replicas race to recreate it; one CA wins and both serve a certificate from it.
+    let new_ca = koord_test_support::wait_for("a recreated Secret", Duration::from_secs(20), async || {
+        let secret = secrets.get_opt("koordinator-webhook-certs").await.ok()??;
+        Some(ca_of(&secret))
+    })
+    .await;
+    assert_ne!(new_ca, old_ca, "a deleted Secret comes back with a new CA");
+    // The API server trusts only the new CA from here on.
+    let configurations = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    koord_test_support::eventually("the new CA injected", Duration::from_secs(20), async || {
+        let mutating = configurations
+            .get("koordinator-mutating-webhook-configuration")
+            .await
+            .unwrap();
+        mutating.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .unwrap()
+            .0
+            == new_ca
+    })
+    .await;
+    let mut n = 0;
+    for (addr, who) in [(first.addr, "first"), (second.addr, "second")] {
+        cluster.register_service(NS, SERVICE, addr);
+        koord_test_support::eventually(
+            &format!("the {who} replica serves the new CA"),
+            Duration::from_secs(20),
+            async || {
+                n += 1;
+                mutated(&client, &format!("after-{who}-{n}")).await
+            },
+        )
+        .await;
+    }
+    let still = ca_of(&secrets.get("koordinator-webhook-certs").await.unwrap());
+    assert_eq!(still, new_ca, "the replicas kept replacing each other's CA");
+    for webhook in [first, second] {
+        webhook.handle.shutdown();
+        let _ = webhook.task.await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_racing_on_rotation_agree_on_one_renewal() {
+    use jiff::{SignedDuration, Timestamp};
+    use koord_webhook::certs::bundle::{CertPolicy, service_dns_names};
+    use koord_webhook::certs::{SecretSource, sync_from_secret};
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = cluster_with_objects().await;
+    let client = cluster.client().unwrap();
+    let source = SecretSource {
+        namespace: NS.into(),
+        secret_name: "rotation-certs".into(),
+        dns_names: service_dns_names(SERVICE, NS),
+        policy: CertPolicy::default(),
+        mutating_configuration: "koordinator-mutating-webhook-configuration".into(),
+        validating_configuration: "koordinator-validating-webhook-configuration".into(),
+    };
+    let now = Timestamp::now();
+    let issued = sync_from_secret(client.clone(), &source, now).await.unwrap();
+    // 300 days later both replicas sync at the same moment, several rounds in a row.
+    let later = now + SignedDuration::from_hours(24 * 300);
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        let round: Vec<_> = (0..2)
+            .map(|_| {
+                let (client, source) = (client.clone(), source.clone());
+                tokio::spawn(async move { sync_from_secret(client, &source, later).await })
+            })
+            .collect();
+        for replica in round {
+            results.push(replica.await.unwrap().unwrap());
+        }
+    }
+    assert!(
+        results.windows(2).all(|pair| pair[0] == pair[1]),
+        "replicas disagree"
+    );
+    assert_ne!(results[0].cert_pem, issued.cert_pem, "not renewed");
+    assert_eq!(
+        results[0].ca_cert_pem, issued.ca_cert_pem,
+        "the CA changed on a serving-certificate renewal"
+    );
+    let stored = Api::<Secret>::namespaced(client.clone(), NS)
+        .get("rotation-certs")
+        .await
+        .unwrap();
+    assert_eq!(stored.data.unwrap()["tls.crt"].0, results[0].cert_pem.as_bytes());
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client)
+        .get("koordinator-mutating-webhook-configuration")
+        .await
+        .unwrap();
+    assert_eq!(
+        mutating.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .unwrap()
+            .0,
+        issued.ca_cert_pem.as_bytes()
+    );
+}

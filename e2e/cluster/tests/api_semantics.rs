@@ -496,3 +496,53 @@ async fn streaming_list_watcher_syncs() {
     .await;
     task.abort();
 }
+
+#[tokio::test]
+async fn expire_watches_ends_every_watch_with_410_and_resumes_are_gone() {
+    let cluster = koord_testcluster::TestCluster::start(Default::default())
+        .await
+        .unwrap();
+    let client = cluster.client().unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mk = |n: &str| serde_json::from_value::<ConfigMap>(json!({"metadata": {"name": n}})).unwrap();
+    let rv0 = cms
+        .create(&PostParams::default(), &mk("e0"))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    cms.create(&PostParams::default(), &mk("e1")).await.unwrap();
+    let mut watches = Vec::new();
+    for _ in 0..3 {
+        watches.push(cms.watch(&WatchParams::default(), &rv0).await.unwrap().boxed());
+    }
+    let rv = cluster.api_server().expire_watches();
+    for mut watch in watches {
+        let mut last = None;
+        while let Some(ev) = watch.try_next().await.unwrap() {
+            last = Some(ev);
+        }
+        assert!(
+            matches!(last, Some(WatchEvent::Error(ref e)) if e.code == 410),
+            "{last:?}"
+        );
+    }
+    // Resuming from before the storm is 410; from the list's version it works.
+    let mut resumed = cms
+        .watch(&WatchParams::default().timeout(2), &rv0)
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(resumed.try_next().await.unwrap(), Some(WatchEvent::Error(e)) if e.code == 410));
+    let mut fresh = cms
+        .watch(&WatchParams::default().timeout(3), &rv.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &mk("e2")).await.unwrap();
+    assert!(matches!(
+        fresh.try_next().await.unwrap(),
+        Some(WatchEvent::Added(_))
+    ));
+}

@@ -6,6 +6,7 @@
 //! samples and a fixed-capacity ring of coarse per-window summaries. See [`store`] for the
 //! bound and the percentile definition.
 
+pub mod clock;
 pub mod collector;
 mod ring;
 pub mod series;

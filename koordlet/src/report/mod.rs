@@ -162,7 +162,7 @@ pub fn build_status(input: &ReportInput<'_>) -> NodeMetricStatus {
         .collect();
     pods_metric.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     NodeMetricStatus {
-        update_time: Some(Time(time_of(input.now))),
+        update_time: Some(time_of(input.now)),
         node_metric: Some(node_metric),
         pods_metric: Some(pods_metric),
         host_application_metric: None,
@@ -171,7 +171,10 @@ pub fn build_status(input: &ReportInput<'_>) -> NodeMetricStatus {
     }
 }
 
-fn time_of(t: MetricTime) -> k8s_openapi::jiff::Timestamp {
-    k8s_openapi::jiff::Timestamp::from_millisecond(t.as_millis())
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+/// A status time (`updateTime`) from a metric or wall time.
+pub fn time_of(t: MetricTime) -> Time {
+    Time(
+        k8s_openapi::jiff::Timestamp::from_millisecond(t.as_millis())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
 }

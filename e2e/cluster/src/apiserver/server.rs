@@ -27,6 +27,8 @@ pub struct ApiServer {
     pub(crate) cancel: CancellationToken,
     /// Which Eviction versions `pods/eviction` serves.
     pub(crate) eviction_api: EvictionApi,
+    /// Bumped by [`ApiServer::expire_watches`]: every open watch ends with 410 Gone.
+    pub(crate) watch_expiry: tokio::sync::watch::Sender<u64>,
 }
 
 impl ApiServer {
@@ -44,6 +46,7 @@ impl ApiServer {
             services: RwLock::new(HashMap::new()),
             next_cluster_ip: AtomicU32::new(10),
             cancel: CancellationToken::new(),
+            watch_expiry: tokio::sync::watch::Sender::new(0),
         });
         let registry = server.store.registry();
         if let Some(info) = registry.get(&GroupResource::new("", "namespaces")) {
@@ -84,6 +87,16 @@ impl ApiServer {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// A watch-expiry storm (a test hook for what a real API server does after an etcd
+    /// compaction or restart): the history is compacted and every open watch ends with an
+    /// ERROR event carrying 410 Gone, so every client has to list again at once. Returns the
+    /// resource version lists start from.
+    pub fn expire_watches(&self) -> u64 {
+        let rv = self.store.compact();
+        self.watch_expiry.send_modify(|generation| *generation += 1);
+        rv
     }
 
     /// Current global resourceVersion.

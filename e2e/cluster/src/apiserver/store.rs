@@ -366,6 +366,16 @@ impl Store {
         (items, st.rv, rx)
     }
 
+    /// Forgets the whole history, as an etcd compaction does: a watch resuming from any
+    /// version before the current one gets 410 Gone and has to list again. Returns the
+    /// current version.
+    pub fn compact(&self) -> u64 {
+        let mut st = self.lock();
+        st.history.clear();
+        st.compacted_rv = st.rv;
+        st.rv
+    }
+
     /// Changes after `rv` plus a receiver for later ones, or 410 if `rv` left the history.
     pub fn watch_from(&self, rv: u64) -> ApiResult<(Vec<Arc<Change>>, ChangeReceiver)> {
         let st = self.lock();

@@ -1,7 +1,7 @@
 //! Watch streams: newline-delimited `{"type":..,"object":..}` events replayed from the history
 //! after `resourceVersion` (or synthetic ADDED events for the current state), selector-aware
 //! ADDED/DELETED transitions, periodic BOOKMARKs, `timeoutSeconds`, and an ERROR 410 event for
-//! a version that left the history.
+//! a version that left the history or when [`ApiServer::expire_watches`] ends every watch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +107,7 @@ pub fn watch(server: Arc<ApiServer>, t: Target, p: WatchParams) -> Response {
         }
     };
     let cancel = server.cancel.clone();
+    let mut expired = server.watch_expiry.subscribe();
     tokio::spawn(async move {
         let (initial, history, start_rv, mut events) = match start {
             Ok(s) => s,
@@ -157,6 +158,11 @@ pub fn watch(server: Arc<ApiServer>, t: Target, p: WatchParams) -> Response {
                 _ = &mut deadline => return,
                 _ = cancel.cancelled() => return,
                 _ = tx.closed() => return,
+                _ = expired.changed() => {
+                    let gone = super::ApiError::gone(format!("too old resource version: {last_rv} (watch expired)"));
+                    let _ = tx.send(enc.raw("ERROR", gone.status())).await;
+                    return;
+                }
                 _ = tick.tick(), if p.bookmarks => {
                     if last_rv > bookmarked {
                         bookmarked = last_rv;
