@@ -1,0 +1,182 @@
+//! Pods per node, kept as the few numbers placement needs.
+//!
+//! A prioritize call looks at every candidate node; summing the node's pods from a pod cache on
+//! each call would cost thousands of objects per request. The ledger converts each watched pod
+//! once and keeps per-node entries, so a call reads a handful of integers per node.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use koord_api::resources::CpuMemory;
+use kube::runtime::watcher;
+
+use crate::decide::PodKind;
+use crate::facts::{ScalingFactors, bound_at, pod_facts};
+
+type PodKey = (String, String);
+
+/// One bound pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// Batch requests (zero for non-BE pods).
+    pub batch_request: CpuMemory,
+    /// Estimated usage (upstream's estimator).
+    pub estimated_usage: CpuMemory,
+    /// When its usage starts to show in the NodeMetric.
+    pub bound_at: Option<Timestamp>,
+}
+
+#[derive(Default)]
+struct Books {
+    by_node: HashMap<String, HashMap<PodKey, LedgerEntry>>,
+    node_of: HashMap<PodKey, String>,
+}
+
+impl Books {
+    fn remove(&mut self, key: &PodKey) {
+        if let Some(node) = self.node_of.remove(key)
+            && let Some(pods) = self.by_node.get_mut(&node)
+        {
+            pods.remove(key);
+            if pods.is_empty() {
+                self.by_node.remove(&node);
+            }
+        }
+    }
+
+    fn insert(&mut self, pod: &Pod, factors: ScalingFactors) {
+        let key = (
+            pod.metadata.namespace.clone().unwrap_or_default(),
+            pod.metadata.name.clone().unwrap_or_default(),
+        );
+        self.remove(&key);
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or_default();
+        // Finished pods hold no resources (the scheduler does not count them either).
+        if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+            return;
+        }
+        let facts = pod_facts(pod, factors);
+        let entry = LedgerEntry {
+            batch_request: if facts.kind == PodKind::Batch || facts.batch_request != CpuMemory::default() {
+                facts.batch_request
+            } else {
+                CpuMemory::default()
+            },
+            estimated_usage: facts.estimated_usage,
+            bound_at: bound_at(pod),
+        };
+        self.node_of.insert(key.clone(), node.to_owned());
+        self.by_node
+            .entry(node.to_owned())
+            .or_default()
+            .insert(key, entry);
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    books: Books,
+    relist: Option<Books>,
+    ready: bool,
+}
+
+/// The shared pod ledger; cheap to clone.
+#[derive(Clone, Default)]
+pub struct PodLedger {
+    inner: Arc<RwLock<Inner>>,
+    factors: ScalingFactors,
+}
+
+impl PodLedger {
+    /// An empty ledger estimating with `factors`.
+    pub fn new(factors: ScalingFactors) -> Self {
+        PodLedger {
+            inner: Arc::default(),
+            factors,
+        }
+    }
+
+    /// Applies one watcher event.
+    pub fn apply(&self, event: watcher::Event<Pod>) {
+        let mut inner = self.inner.write().unwrap_or_else(|poison| poison.into_inner());
+        match event {
+            watcher::Event::Apply(pod) => inner.books.insert(&pod, self.factors),
+            watcher::Event::Delete(pod) => {
+                let key = (
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                );
+                inner.books.remove(&key);
+            }
+            watcher::Event::Init => inner.relist = Some(Books::default()),
+            watcher::Event::InitApply(pod) => {
+                if let Some(books) = inner.relist.as_mut() {
+                    books.insert(&pod, self.factors);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(books) = inner.relist.take() {
+                    inner.books = books;
+                }
+                inner.ready = true;
+            }
+        }
+    }
+
+    /// True once the first full pod list was seen.
+    pub fn is_ready(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .ready
+    }
+
+    /// Runs `f` with a reader over the ledger (one lock for a whole request).
+    pub fn read<R>(&self, f: impl FnOnce(&LedgerView<'_>) -> R) -> R {
+        let inner = self.inner.read().unwrap_or_else(|poison| poison.into_inner());
+        f(&LedgerView { books: &inner.books })
+    }
+}
+
+/// A locked view of the ledger.
+pub struct LedgerView<'a> {
+    books: &'a Books,
+}
+
+impl LedgerView<'_> {
+    /// Batch requests of the pods on `node`, and the estimated usage of those bound after
+    /// `reported_at` (all of them when there is no report).
+    pub fn node_totals(&self, node: &str, reported_at: Option<Timestamp>) -> (CpuMemory, CpuMemory) {
+        let mut batch = CpuMemory::default();
+        let mut unreported = CpuMemory::default();
+        for entry in self.books.by_node.get(node).into_iter().flat_map(HashMap::values) {
+            batch.cpu_milli += entry.batch_request.cpu_milli;
+            batch.memory_bytes += entry.batch_request.memory_bytes;
+            let after_report = match (entry.bound_at, reported_at) {
+                (Some(bound), Some(reported)) => bound > reported,
+                _ => reported_at.is_none(),
+            };
+            if after_report {
+                unreported.cpu_milli += entry.estimated_usage.cpu_milli;
+                unreported.memory_bytes += entry.estimated_usage.memory_bytes;
+            }
+        }
+        (batch, unreported)
+    }
+
+    /// Number of pods on `node`.
+    pub fn pods_on(&self, node: &str) -> usize {
+        self.books.by_node.get(node).map_or(0, HashMap::len)
+    }
+}
