@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Pod;
 use koord_api::resources::CpuMemory;
 use kube::runtime::watcher;
 
-use crate::decide::PodKind;
 use crate::facts::{ScalingFactors, bound_at, pod_facts};
 
 type PodKey = (String, String);
@@ -68,11 +67,7 @@ impl Books {
         }
         let facts = pod_facts(pod, factors);
         let entry = LedgerEntry {
-            batch_request: if facts.kind == PodKind::Batch || facts.batch_request != CpuMemory::default() {
-                facts.batch_request
-            } else {
-                CpuMemory::default()
-            },
+            batch_request: facts.batch_request,
             estimated_usage: facts.estimated_usage,
             bound_at: bound_at(pod),
         };
