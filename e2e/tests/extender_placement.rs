@@ -94,7 +94,7 @@ async fn extender_spreads_be_pods_by_batch_headroom_and_skips_the_stale_node() {
     let extender = koord_scheduler_extender::serve::start(&cli, client.clone(), &mut registry)
         .await
         .unwrap();
-    extender.cache.wait_until_ready().await.unwrap();
+    extender.cache.wait_until_ready().await;
 
     // "a" sorts first and has the most batch capacity, but its NodeMetric is an hour old.
     let prefix = common::unique("sim");
@@ -133,7 +133,7 @@ async fn extender_spreads_be_pods_by_batch_headroom_and_skips_the_stale_node() {
         async || {
             [&stale, &big, &small]
                 .iter()
-                .all(|n| extender.cache.node(n).is_some() && extender.cache.node_metric(n).is_some())
+                .all(|n| extender.cache.has_node(n) && extender.cache.has_node_metric(n))
                 .then_some(())
         },
     )

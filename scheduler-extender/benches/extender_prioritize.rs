@@ -15,13 +15,15 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use koord_api::nodemetric::{NodeMetric, NodeMetricInfo, NodeMetricStatus, ResourceMap};
 use koord_scheduler_extender::cluster::ClusterCache;
+use koord_scheduler_extender::decide::MetricFacts;
 use koord_scheduler_extender::decide::Policy;
 use koord_scheduler_extender::extender::Extender;
 use koord_scheduler_extender::facts::ScalingFactors;
+use koord_scheduler_extender::facts::{NodeEntry, metric_facts, node_entry};
 use koord_scheduler_extender::ledger::PodLedger;
 use koord_scheduler_extender::metrics::ExtenderMetrics;
+use koord_scheduler_extender::table::Table;
 use koord_scheduler_extender::wire::ExtenderArgs;
-use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 
 const NODES: usize = 5_000;
@@ -74,8 +76,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn main() {
     let now: Timestamp = "2026-11-25T10:00:00Z".parse().unwrap();
-    let (nodes, mut node_writer) = reflector::store::<Node>();
-    let (metrics, mut metric_writer) = reflector::store::<NodeMetric>();
+    let nodes: Table<NodeEntry> = Table::default();
+    let metrics: Table<MetricFacts> = Table::default();
     let ledger = PodLedger::new(ScalingFactors::default());
     ledger.apply(Event::Init);
     let mut names = Vec::with_capacity(NODES);
@@ -98,7 +100,7 @@ fn main() {
             }),
             ..Default::default()
         };
-        node_writer.apply_watcher_event(&Event::Apply(node));
+        nodes.apply(Event::Apply(node), node_entry);
         let mut metric = NodeMetric::new(&name, Default::default());
         metric.status = Some(NodeMetricStatus {
             update_time: Some(Time("2026-11-25T09:59:30Z".parse().unwrap())),
@@ -114,7 +116,7 @@ fn main() {
             }),
             ..Default::default()
         });
-        metric_writer.apply_watcher_event(&Event::Apply(metric));
+        metrics.apply(Event::Apply(metric), |m| metric_facts(Some(m)));
         for p in 0..PODS_PER_NODE {
             ledger.apply(Event::InitApply(pod(
                 format!("{name}-{p}"),

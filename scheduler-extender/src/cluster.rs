@@ -1,5 +1,6 @@
-//! The extender's view of the cluster: reflector caches of Nodes and NodeMetrics, the pod
-//! ledger and the slo-controller-config ConfigMap (for each node's `degradeTimeMinutes`).
+//! The extender's view of the cluster: tables of Nodes and NodeMetrics (converted once per watch
+//! event), the pod ledger and the slo-controller-config ConfigMap (for each node's
+//! `degradeTimeMinutes`).
 
 use std::sync::{Arc, RwLock};
 
@@ -7,12 +8,13 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use koord_api::SloConfig;
 use koord_api::nodemetric::NodeMetric;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 
-use crate::facts::ScalingFactors;
+use crate::decide::MetricFacts;
+use crate::facts::{NodeEntry, ScalingFactors, metric_facts, node_entry};
 use crate::ledger::PodLedger;
+use crate::table::Table;
 
 /// Built-in `degradeTimeMinutes` (colocation-config).
 pub const DEFAULT_DEGRADE_TIME_MINUTES: i64 = 15;
@@ -21,9 +23,9 @@ pub const DEFAULT_DEGRADE_TIME_MINUTES: i64 = 15;
 #[derive(Clone)]
 pub struct ClusterCache {
     /// Nodes by name.
-    pub nodes: Store<Node>,
+    pub nodes: Table<NodeEntry>,
     /// NodeMetrics by name (named like their Node).
-    pub node_metrics: Store<NodeMetric>,
+    pub node_metrics: Table<MetricFacts>,
     /// Pods per node.
     pub pods: PodLedger,
     /// The effective slo-controller-config (built-in defaults until the ConfigMap is seen).
@@ -31,8 +33,8 @@ pub struct ClusterCache {
 }
 
 impl ClusterCache {
-    /// A cache over existing stores (tests and benchmarks fill them through their writers).
-    pub fn from_parts(nodes: Store<Node>, node_metrics: Store<NodeMetric>, pods: PodLedger) -> Self {
+    /// A cache over existing tables (tests and benchmarks fill them with watcher events).
+    pub fn from_parts(nodes: Table<NodeEntry>, node_metrics: Table<MetricFacts>, pods: PodLedger) -> Self {
         ClusterCache {
             nodes,
             node_metrics,
@@ -48,8 +50,15 @@ impl ClusterCache {
         slo_config_name: &str,
         factors: ScalingFactors,
     ) -> Self {
-        let nodes = spawn_reflector::<Node>(Api::all(client.clone()), "nodes");
-        let node_metrics = spawn_reflector::<NodeMetric>(Api::all(client.clone()), "nodemetrics");
+        let nodes = Table::default();
+        spawn_table::<Node, _>(Api::all(client.clone()), "nodes", nodes.clone(), node_entry);
+        let node_metrics = Table::default();
+        spawn_table::<NodeMetric, _>(
+            Api::all(client.clone()),
+            "nodemetrics",
+            node_metrics.clone(),
+            |metric| metric_facts(Some(metric)),
+        );
         let pods = PodLedger::new(factors);
         {
             let pods = pods.clone();
@@ -92,25 +101,21 @@ impl ClusterCache {
         }
     }
 
-    /// Resolves once Nodes and NodeMetrics have their initial lists and the pod ledger its
-    /// first full list.
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.nodes.wait_until_ready().await?;
-        self.node_metrics.wait_until_ready().await?;
-        while !self.pods.is_ready() {
+    /// Resolves once Nodes, NodeMetrics and Pods have their initial lists.
+    pub async fn wait_until_ready(&self) {
+        while !(self.nodes.is_ready() && self.node_metrics.is_ready() && self.pods.is_ready()) {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        Ok(())
     }
 
-    /// The Node named `name`.
-    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.nodes.get(&ObjectRef::new(name))
+    /// Whether the Node named `name` is cached.
+    pub fn has_node(&self, name: &str) -> bool {
+        self.nodes.contains(name)
     }
 
-    /// The NodeMetric of node `name`.
-    pub fn node_metric(&self, name: &str) -> Option<Arc<NodeMetric>> {
-        self.node_metrics.get(&ObjectRef::new(name))
+    /// Whether the NodeMetric of node `name` is cached.
+    pub fn has_node_metric(&self, name: &str) -> bool {
+        self.node_metrics.contains(name)
     }
 }
 
@@ -127,9 +132,7 @@ fn apply_config_map(slo_config: &RwLock<SloConfig>, map: &ConfigMap) {
 
 /// The node's `degradeTimeMinutes`: the first matching node strategy of colocation-config, else
 /// the cluster strategy, else 15.
-pub fn degrade_time_minutes(config: &SloConfig, node: &Node) -> i64 {
-    let empty = Default::default();
-    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+pub fn degrade_time_minutes(config: &SloConfig, labels: &std::collections::BTreeMap<String, String>) -> i64 {
     config
         .colocation
         .for_labels(labels)
@@ -138,7 +141,7 @@ pub fn degrade_time_minutes(config: &SloConfig, node: &Node) -> i64 {
         .unwrap_or(DEFAULT_DEGRADE_TIME_MINUTES)
 }
 
-fn spawn_reflector<K>(api: Api<K>, what: &'static str) -> Store<K>
+fn spawn_table<K, T>(api: Api<K>, what: &'static str, table: Table<T>, convert: fn(&K) -> T)
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -147,16 +150,15 @@ where
         + Send
         + Sync
         + 'static,
+    T: Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store();
     tokio::spawn(async move {
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()));
-        let mut stream = std::pin::pin!(stream.default_backoff().applied_objects());
-        while let Some(item) = stream.next().await {
-            if let Err(error) = item {
-                tracing::warn!(what, %error, "watch failed; retrying with backoff");
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => table.apply(event, convert),
+                Err(error) => tracing::warn!(what, %error, "watch failed; retrying with backoff"),
             }
         }
     });
-    store
 }

@@ -1,15 +1,12 @@
 //! One filter or prioritize call: the cache's objects → facts → [`crate::decide`] → the wire
 //! answer, with every decision logged at debug level.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use koord_api::nodemetric::NodeMetric;
 
 use crate::cluster::{ClusterCache, degrade_time_minutes};
 use crate::decide::{self, MetricFacts, NodeFacts, PodFacts, Policy};
-use crate::facts::{ScalingFactors, metric_facts, node_facts, pod_facts};
+use crate::facts::{NodeEntry, ScalingFactors, node_entry, node_facts, pod_facts};
 use crate::metrics::ExtenderMetrics;
 use crate::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority, RawNodeList};
 
@@ -43,41 +40,47 @@ impl Extender {
             .slo_config
             .read()
             .unwrap_or_else(|poison| poison.into_inner());
-        let sent = |name: &str| -> Option<Arc<Node>> {
+        let sent = |name: &str| -> NodeEntry {
             args.nodes
-                .as_ref()?
-                .items
-                .iter()
-                .find(|raw| RawNodeList::name_of(raw) == name)
+                .as_ref()
+                .and_then(|list| list.items.iter().find(|raw| RawNodeList::name_of(raw) == name))
                 .and_then(|raw| serde_json::from_value::<Node>(raw.clone()).ok())
-                .map(Arc::new)
+                .map(|node| node_entry(&node))
+                .unwrap_or_default()
         };
-        self.cache.pods.read(|ledger| {
-            args.candidate_names()
-                .into_iter()
-                .map(|name| {
-                    let node = self.cache.node(name).or_else(|| sent(name)).unwrap_or_else(|| {
-                        let mut node = Node::default();
-                        node.metadata.name = Some(name.to_owned());
-                        Arc::new(node)
-                    });
-                    let metric: Option<Arc<NodeMetric>> = self.cache.node_metric(name);
-                    let metric = metric_facts(metric.as_deref());
-                    let reported_at = match metric {
-                        MetricFacts::Reported { update_time, .. }
-                        | MetricFacts::NoNodeUsage { update_time } => Some(update_time),
-                        MetricFacts::Missing | MetricFacts::NeverReported => None,
-                    };
-                    let (batch_requested, unreported) = ledger.node_totals(name, reported_at);
-                    node_facts(
-                        &node,
-                        metric,
-                        batch_requested,
-                        unreported,
-                        degrade_time_minutes(&config, &node),
-                    )
+        self.cache.nodes.read(|nodes| {
+            self.cache.node_metrics.read(|metrics| {
+                self.cache.pods.read(|ledger| {
+                    args.candidate_names()
+                        .into_iter()
+                        .map(|name| {
+                            let fallback;
+                            let node = match nodes.get(name) {
+                                Some(node) => node,
+                                None => {
+                                    fallback = sent(name);
+                                    &fallback
+                                }
+                            };
+                            let metric = metrics.get(name).copied().unwrap_or(MetricFacts::Missing);
+                            let reported_at = match metric {
+                                MetricFacts::Reported { update_time, .. }
+                                | MetricFacts::NoNodeUsage { update_time } => Some(update_time),
+                                MetricFacts::Missing | MetricFacts::NeverReported => None,
+                            };
+                            let (batch_requested, unreported) = ledger.node_totals(name, reported_at);
+                            node_facts(
+                                name,
+                                node,
+                                metric,
+                                batch_requested,
+                                unreported,
+                                degrade_time_minutes(&config, &node.labels),
+                            )
+                        })
+                        .collect()
                 })
-                .collect()
+            })
         })
     }
 

@@ -123,21 +123,42 @@ pub fn metric_facts(metric: Option<&NodeMetric>) -> MetricFacts {
     }
 }
 
-/// A node's facts from its objects. `unreported_usage` is the estimated usage of the pods bound
-/// after `metric` was reported.
+/// What placement keeps of a Node: allocatable cpu/memory and batch, and its labels (for the
+/// node strategies of colocation-config).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeEntry {
+    /// `status.allocatable` cpu and memory.
+    pub allocatable: CpuMemory,
+    /// `status.allocatable` batch-cpu and batch-memory.
+    pub batch_allocatable: CpuMemory,
+    /// `metadata.labels`.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Converts a Node once, when it arrives.
+pub fn node_entry(node: &Node) -> NodeEntry {
+    let (allocatable, batch_allocatable) =
+        cpu_memory(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+    NodeEntry {
+        allocatable,
+        batch_allocatable,
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+    }
+}
+
+/// A node's facts from its entry and what else is known about it.
 pub fn node_facts(
-    node: &Node,
+    name: &str,
+    node: &NodeEntry,
     metric: MetricFacts,
     batch_requested: CpuMemory,
     unreported_usage: CpuMemory,
     degrade_time_minutes: i64,
 ) -> NodeFacts {
-    let (allocatable, batch_allocatable) =
-        cpu_memory(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
     NodeFacts {
-        name: node.metadata.name.clone().unwrap_or_default(),
-        allocatable,
-        batch_allocatable,
+        name: name.to_owned(),
+        allocatable: node.allocatable,
+        batch_allocatable: node.batch_allocatable,
         batch_requested,
         metric,
         unreported_usage,

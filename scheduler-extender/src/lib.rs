@@ -15,5 +15,6 @@ pub mod ledger;
 pub mod metrics;
 pub mod serve;
 pub mod server;
+pub mod table;
 pub mod tls;
 pub mod wire;

@@ -68,10 +68,9 @@ pub async fn start(
         let cache = cache.clone();
         let readiness = readiness.clone();
         tokio::spawn(async move {
-            if cache.wait_until_ready().await.is_ok() {
-                tracing::info!("caches synced");
-                readiness.set("caches", true);
-            }
+            cache.wait_until_ready().await;
+            tracing::info!("caches synced");
+            readiness.set("caches", true);
         });
     }
     let extender = Arc::new(Extender {

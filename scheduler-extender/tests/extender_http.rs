@@ -11,12 +11,14 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use koord_api::nodemetric::NodeMetric;
 use koord_scheduler_extender::cluster::ClusterCache;
+use koord_scheduler_extender::decide::MetricFacts;
 use koord_scheduler_extender::decide::Policy;
 use koord_scheduler_extender::extender::Extender;
 use koord_scheduler_extender::facts::ScalingFactors;
+use koord_scheduler_extender::facts::{NodeEntry, metric_facts, node_entry};
 use koord_scheduler_extender::ledger::PodLedger;
 use koord_scheduler_extender::metrics::ExtenderMetrics;
-use kube::runtime::reflector;
+use koord_scheduler_extender::table::Table;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -53,12 +55,12 @@ fn be_pod(name: &str, node: Option<&str>) -> Pod {
 
 /// fresh-a and fresh-b report now (b has 3 BE pods using 3 of its 4 batch cores), stale reports
 /// an hour ago.
-fn extender() -> (axum::Router, Vec<Box<dyn std::any::Any>>) {
-    let (nodes, mut node_writer) = reflector::store::<Node>();
-    let (metrics, mut metric_writer) = reflector::store::<NodeMetric>();
+fn extender() -> axum::Router {
+    let nodes: Table<NodeEntry> = Table::default();
+    let metrics: Table<MetricFacts> = Table::default();
     for (name, age) in [("fresh-a", 10), ("fresh-b", 10), ("stale", 3600)] {
-        node_writer.apply_watcher_event(&Event::Apply(node(name, "4000")));
-        metric_writer.apply_watcher_event(&Event::Apply(metric(name, age)));
+        nodes.apply(Event::Apply(node(name, "4000")), node_entry);
+        metrics.apply(Event::Apply(metric(name, age)), |m| metric_facts(Some(m)));
     }
     let pods = PodLedger::new(ScalingFactors::default());
     pods.apply(Event::Init);
@@ -72,10 +74,7 @@ fn extender() -> (axum::Router, Vec<Box<dyn std::any::Any>>) {
         factors: ScalingFactors::default(),
         metrics: ExtenderMetrics::default(),
     };
-    (
-        koord_scheduler_extender::server::router(Arc::new(extender)),
-        vec![Box::new(node_writer), Box::new(metric_writer)],
-    )
+    koord_scheduler_extender::server::router(Arc::new(extender))
 }
 
 async fn post(router: &axum::Router, path: &str, body: Value) -> (u16, Value) {
@@ -91,7 +90,7 @@ async fn post(router: &axum::Router, path: &str, body: Value) -> (u16, Value) {
 
 #[tokio::test]
 async fn extender_filter_answers_names_for_names_and_objects_for_objects() {
-    let (router, _writers) = extender();
+    let router = extender();
     let pod = be_pod("new", None);
     let (status, result) = post(
         &router,
@@ -126,7 +125,7 @@ async fn extender_filter_answers_names_for_names_and_objects_for_objects() {
 
 #[tokio::test]
 async fn extender_prioritize_prefers_batch_headroom_on_the_0_to_10_scale() {
-    let (router, _writers) = extender();
+    let router = extender();
     let (status, result) = post(
         &router,
         "/prioritize",
@@ -153,7 +152,7 @@ async fn extender_prioritize_prefers_batch_headroom_on_the_0_to_10_scale() {
 
 #[tokio::test]
 async fn extender_rejects_an_unreadable_body_with_400() {
-    let (router, _writers) = extender();
+    let router = extender();
     let request = http::Request::post("/filter")
         .body(Body::from("{not json"))
         .unwrap();
