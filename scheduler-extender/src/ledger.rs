@@ -27,9 +27,35 @@ pub struct LedgerEntry {
     pub bound_at: Option<Timestamp>,
 }
 
+/// The pods of one node and their sums, recomputed when one of them changes.
+#[derive(Default)]
+struct NodePods {
+    pods: HashMap<PodKey, LedgerEntry>,
+    batch_requested: CpuMemory,
+    /// The latest `bound_at`; `None` also when a pod has no time (then every call looks).
+    latest_bound: Option<Timestamp>,
+}
+
+impl NodePods {
+    fn resum(&mut self) {
+        let mut batch = CpuMemory::default();
+        let mut latest = Some(Timestamp::MIN);
+        for entry in self.pods.values() {
+            batch.cpu_milli += entry.batch_request.cpu_milli;
+            batch.memory_bytes += entry.batch_request.memory_bytes;
+            latest = match (latest, entry.bound_at) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        self.batch_requested = batch;
+        self.latest_bound = latest;
+    }
+}
+
 #[derive(Default)]
 struct Books {
-    by_node: HashMap<String, HashMap<PodKey, LedgerEntry>>,
+    by_node: HashMap<String, NodePods>,
     node_of: HashMap<PodKey, String>,
 }
 
@@ -38,9 +64,11 @@ impl Books {
         if let Some(node) = self.node_of.remove(key)
             && let Some(pods) = self.by_node.get_mut(&node)
         {
-            pods.remove(key);
-            if pods.is_empty() {
+            pods.pods.remove(key);
+            if pods.pods.is_empty() {
                 self.by_node.remove(&node);
+            } else {
+                pods.resum();
             }
         }
     }
@@ -72,10 +100,9 @@ impl Books {
             bound_at: bound_at(pod),
         };
         self.node_of.insert(key.clone(), node.to_owned());
-        self.by_node
-            .entry(node.to_owned())
-            .or_default()
-            .insert(key, entry);
+        let pods = self.by_node.entry(node.to_owned()).or_default();
+        pods.pods.insert(key, entry);
+        pods.resum();
     }
 }
 
@@ -153,25 +180,30 @@ impl LedgerView<'_> {
     /// Batch requests of the pods on `node`, and the estimated usage of those bound after
     /// `reported_at` (all of them when there is no report).
     pub fn node_totals(&self, node: &str, reported_at: Option<Timestamp>) -> (CpuMemory, CpuMemory) {
-        let mut batch = CpuMemory::default();
+        let Some(pods) = self.books.by_node.get(node) else {
+            return Default::default();
+        };
         let mut unreported = CpuMemory::default();
-        for entry in self.books.by_node.get(node).into_iter().flat_map(HashMap::values) {
-            batch.cpu_milli += entry.batch_request.cpu_milli;
-            batch.memory_bytes += entry.batch_request.memory_bytes;
-            let after_report = match (entry.bound_at, reported_at) {
-                (Some(bound), Some(reported)) => bound > reported,
-                _ => reported_at.is_none(),
-            };
-            if after_report {
-                unreported.cpu_milli += entry.estimated_usage.cpu_milli;
-                unreported.memory_bytes += entry.estimated_usage.memory_bytes;
+        // Usually every pod is older than the report: nothing to add, no need to look.
+        let all_reported =
+            matches!((pods.latest_bound, reported_at), (Some(latest), Some(reported)) if latest <= reported);
+        if !all_reported {
+            for entry in pods.pods.values() {
+                let after_report = match (entry.bound_at, reported_at) {
+                    (Some(bound), Some(reported)) => bound > reported,
+                    _ => reported_at.is_none(),
+                };
+                if after_report {
+                    unreported.cpu_milli += entry.estimated_usage.cpu_milli;
+                    unreported.memory_bytes += entry.estimated_usage.memory_bytes;
+                }
             }
         }
-        (batch, unreported)
+        (pods.batch_requested, unreported)
     }
 
     /// Number of pods on `node`.
     pub fn pods_on(&self, node: &str) -> usize {
-        self.books.by_node.get(node).map_or(0, HashMap::len)
+        self.books.by_node.get(node).map_or(0, |pods| pods.pods.len())
     }
 }
