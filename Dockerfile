@@ -2,6 +2,7 @@
 #
 #   docker build --target koord-manager -t <registry>/koord-manager:<version> .
 #   docker build --target koord-webhook -t <registry>/koord-webhook:<version> .
+#   docker build --target koord-scheduler-extender -t <registry>/koord-scheduler-extender:<version> .
 #   docker build --target koordlet      -t <registry>/koordlet:<version> .
 #
 # Each image holds one release binary at the path the chart runs (`/koord-manager`,
@@ -14,9 +15,9 @@
 FROM rust:1.95.0-bookworm AS builder
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p koord-manager -p koord-webhook -p koordlet --bins \
+RUN cargo build --release --locked -p koord-manager -p koord-webhook -p koord-scheduler-extender -p koordlet --bins \
     && mkdir /out \
-    && for b in koord-manager koord-webhook koordlet; do \
+    && for b in koord-manager koord-webhook koord-scheduler-extender koordlet; do \
            cp "target/release/$b" "/out/$b" && strip --strip-debug "/out/$b"; \
        done
 
@@ -30,6 +31,11 @@ FROM gcr.io/distroless/cc-debian12:nonroot AS koord-webhook
 COPY --from=builder /out/koord-webhook /koord-webhook
 USER 65532:65532
 ENTRYPOINT ["/koord-webhook"]
+
+FROM gcr.io/distroless/cc-debian12:nonroot AS koord-scheduler-extender
+COPY --from=builder /out/koord-scheduler-extender /koord-scheduler-extender
+USER 65532:65532
+ENTRYPOINT ["/koord-scheduler-extender"]
 
 FROM gcr.io/distroless/cc-debian12 AS koordlet
 COPY --from=builder /out/koordlet /koordlet

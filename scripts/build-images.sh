@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the koord-manager, koord-webhook and koordlet container images (and optionally the pod
+# Build the koord-manager, koord-webhook, koord-scheduler-extender and koordlet container images (and optionally the pod
 # sandbox "pause" image) as OCI image archives, without a registry, a base image or a container
 # engine. Each image holds one release binary at the path the chart runs (`/koord-manager`,
 # `/koord-webhook`, `/koordlet`), the shared libraries it links (from `ldd`), an /etc/passwd with
@@ -15,6 +15,9 @@
 #   --profile P        cargo profile of the binaries: release (default) or dev (target/debug)
 #   --no-build         use the existing binaries of that profile
 #   --pause-only       build only the pause image (needs --pause-src)
+#   --kube-scheduler F also build P/kube-scheduler:<its version> from a kube-scheduler binary
+#                      (the real cluster's, built from source; at /usr/local/bin/kube-scheduler
+#                      as in the upstream image, user 65532)
 #   --e2e-busy         also build koord-e2e-busy:local, the scenario suite's workload image
 #                      (scripts/images/busy.c: `/busy` sleeps, `/busy --cpu N` burns N CPUs)
 #   --bench-workloads  also build koord-bench-nginx, koord-bench-memcached and
@@ -39,6 +42,7 @@ pause_only=0
 e2e_busy=0
 bench_workloads=0
 bench_only=0
+kube_scheduler=""
 profile=release
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -52,8 +56,9 @@ while [[ $# -gt 0 ]]; do
         --e2e-busy) e2e_busy=1; shift ;;
         --bench-workloads) bench_workloads=1; shift ;;
         --bench-workloads-only) bench_workloads=1; bench_only=1; build=0; shift ;;
+        --kube-scheduler) kube_scheduler="$2"; shift 2 ;;
         --import) import=1; shift ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -70,7 +75,7 @@ case "$profile" in
     *) echo "error: --profile must be release or dev, not '$profile'" >&2; exit 2 ;;
 esac
 if [[ $build == 1 ]]; then
-    cargo build --profile "$profile" --locked -p koord-manager -p koord-webhook -p koordlet --bins
+    cargo build --profile "$profile" --locked -p koord-manager -p koord-webhook -p koord-scheduler-extender -p koordlet --bins
 fi
 
 work="$(mktemp -d)"
@@ -105,7 +110,7 @@ make_rootfs() {
 }
 
 archives=()
-components=(koord-manager koord-webhook koordlet)
+components=(koord-manager koord-webhook koord-scheduler-extender koordlet)
 [[ $pause_only == 1 || $bench_only == 1 ]] && components=()
 [[ $pause_only == 1 && -z "$pause_src" ]] && { echo "error: --pause-only needs --pause-src" >&2; exit 2; }
 for name in "${components[@]}"; do
@@ -128,6 +133,27 @@ if [[ -n "$pause_src" ]]; then
     python3 scripts/oci-archive.py "$work/pause" "$prefix/pause:3.4" "$out/pause.tar" \
         --entrypoint /pause --user 65535
     archives+=("$out/pause.tar")
+fi
+
+if [[ -n "$kube_scheduler" ]]; then
+    [[ -x "$kube_scheduler" ]] || { echo "error: $kube_scheduler is not an executable" >&2; exit 1; }
+    # "Kubernetes v1.20.2" -> v1.20.2: the tag the chart derives from the cluster's version.
+    ks_version="$("$kube_scheduler" --version | awk '{print $2}')"
+    [[ "$ks_version" == v* ]] || { echo "error: cannot read the version of $kube_scheduler" >&2; exit 1; }
+    mkdir -p "$work/kube-scheduler/usr/local/bin" "$work/kube-scheduler/etc" "$work/kube-scheduler/tmp"
+    chmod 1777 "$work/kube-scheduler/tmp"
+    install -m 0755 "$kube_scheduler" "$work/kube-scheduler/usr/local/bin/kube-scheduler"
+    printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
+        >"$work/kube-scheduler/etc/passwd"
+    # A dynamically linked build also gets its libraries.
+    while read -r lib; do
+        [[ -n "$lib" ]] || continue
+        mkdir -p "$work/kube-scheduler$(dirname "$lib")"
+        cp -L "$lib" "$work/kube-scheduler$lib"
+    done < <(ldd "$kube_scheduler" 2>/dev/null | awk '/=> \//{print $3} /^\t\//{print $1}')
+    python3 scripts/oci-archive.py "$work/kube-scheduler" "$prefix/kube-scheduler:$ks_version" \
+        "$out/kube-scheduler.tar" --entrypoint /usr/local/bin/kube-scheduler --user 65532
+    archives+=("$out/kube-scheduler.tar")
 fi
 
 if [[ $e2e_busy == 1 ]]; then

@@ -54,6 +54,8 @@ NODE_IP=10.213.0.1
 POD_CIDR=10.213.0.0/24
 SERVICE_CIDR=10.213.1.0/24
 API_SERVICE_IP=10.213.1.1
+# koord-scheduler-extender's Service (the cluster has no DNS; see cmd_install)
+EXTENDER_SERVICE_IP=10.213.1.200
 TRACK_CG=/sys/fs/cgroup/pids/koord-real-cluster
 IMAGE_PREFIX=localhost/koordinator-rs
 PAUSE_IMAGE=$IMAGE_PREFIX/pause:3.4
@@ -141,14 +143,21 @@ cmd_install() {
     helm="${HELM:-}"
     [[ -n "$helm" ]] || helm="$(scripts/install-helm.sh)" || die "helm could not be installed"
     tag="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)"
-    log "building and importing the koord-manager, koord-webhook, koordlet and koord-e2e-busy images"
+    log "building and importing the koord-manager, koord-webhook, koord-scheduler-extender, koordlet, kube-scheduler and koord-e2e-busy images"
     CTR="$DEBS_ROOT/usr/bin/ctr" CTR_ADDRESS="$RUN/containerd/containerd.sock" \
         scripts/build-images.sh --out "$OUT/images" --repository "$IMAGE_PREFIX" --tag "$tag" --import \
-        --profile "${KOORD_IMAGE_PROFILE:-release}" --e2e-busy
+        --profile "${KOORD_IMAGE_PROFILE:-release}" --e2e-busy --kube-scheduler "$K8S_BIN/kube-scheduler"
     local set=() c
-    for c in manager webhook koordlet; do
+    # koord-scheduler: the cluster's own kube-scheduler build, tagged with its version.
+    set+=(--set "scheduler.image.repository=$IMAGE_PREFIX/kube-scheduler"
+        --set "scheduler.image.tag=$("$K8S_BIN/kube-scheduler" --version | awk '{print $2}')"
+        --set "scheduler.image.pullPolicy=Never"
+        # no cluster DNS here: a fixed Service IP the scheduler pods reach by hostAliases
+        --set "schedulerExtender.clusterIP=$EXTENDER_SERVICE_IP")
+    for c in manager webhook koordlet schedulerExtender; do
         local image=koord-$c
         [[ $c == koordlet ]] && image=koordlet
+        [[ $c == schedulerExtender ]] && image=koord-scheduler-extender
         set+=(--set "$c.image.repository=$IMAGE_PREFIX/$image" --set "$c.image.tag=$tag"
             --set "$c.image.pullPolicy=Never")
     done
@@ -159,6 +168,8 @@ cmd_install() {
     kctl -n "$RELEASE_NS" rollout status deployment/koord-manager --timeout=180s
     kctl -n "$RELEASE_NS" rollout status deployment/koord-webhook --timeout=180s
     kctl -n "$RELEASE_NS" rollout status daemonset/koordlet --timeout=180s
+    kctl -n "$RELEASE_NS" rollout status deployment/koord-scheduler-extender --timeout=180s
+    kctl -n "$RELEASE_NS" rollout status deployment/koord-scheduler --timeout=180s
     kctl -n "$RELEASE_NS" get pods -o wide
     log "installed in $((SECONDS - start)) s"
 }

@@ -87,6 +87,8 @@ mod monitoring;
 mod rbac;
 #[path = "chart_cases/render.rs"]
 mod render;
+#[path = "chart_cases/scheduler.rs"]
+mod scheduler;
 #[path = "chart_cases/schema.rs"]
 mod schema;
 #[path = "chart_cases/versions.rs"]

@@ -16,3 +16,5 @@ mod colocation;
 mod control;
 #[path = "scenarios/eviction.rs"]
 mod eviction;
+#[path = "scenarios/scheduling.rs"]
+mod scheduling;

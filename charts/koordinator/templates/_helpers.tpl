@@ -43,6 +43,10 @@ koord-manager
 koordlet
 {{- else if eq . "webhook" -}}
 koord-webhook
+{{- else if eq . "scheduler" -}}
+koord-scheduler
+{{- else if eq . "scheduler-extender" -}}
+koord-scheduler-extender
 {{- end -}}
 {{- end -}}
 
@@ -149,4 +153,29 @@ true
 {{- $names = append $names . -}}
 {{- end -}}
 {{- toJson ($names | uniq) -}}
+{{- end -}}
+
+{{/*
+apiVersion of the KubeSchedulerConfiguration for the cluster (or `scheduler.kubeVersion`):
+v1beta1 up to 1.22, v1beta3 for 1.23-1.24, v1 from 1.25.
+*/}}
+{{- define "koordinator.schedulerConfigApiVersion" -}}
+{{- $version := default .Capabilities.KubeVersion.Version .Values.scheduler.kubeVersion -}}
+{{- if semverCompare ">=1.25.0-0" $version -}}
+kubescheduler.config.k8s.io/v1
+{{- else if semverCompare ">=1.23.0-0" $version -}}
+kubescheduler.config.k8s.io/v1beta3
+{{- else -}}
+kubescheduler.config.k8s.io/v1beta1
+{{- end -}}
+{{- end -}}
+
+{{/* The kube-scheduler image: the configured tag, else the cluster's version without build metadata. */}}
+{{- define "koordinator.schedulerImage" -}}
+{{- $tag := .Values.scheduler.image.tag -}}
+{{- if not $tag -}}
+{{- $tag = regexReplaceAll "[+].*$" (default .Capabilities.KubeVersion.Version .Values.scheduler.kubeVersion) "" -}}
+{{- if not (hasPrefix "v" $tag) -}}{{- $tag = printf "v%s" $tag -}}{{- end -}}
+{{- end -}}
+{{- printf "%s:%s" .Values.scheduler.image.repository $tag -}}
 {{- end -}}

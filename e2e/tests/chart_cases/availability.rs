@@ -21,7 +21,7 @@ fn manager_and_webhook_keep_one_replica_through_drains_and_spread_over_nodes() {
     for style in ["chart", "upstream"] {
         let set = format!("selectorStyle={style}");
         let rendered = render(&helm, &[set.as_str()]);
-        for name in ["koord-manager", "koord-webhook"] {
+        for name in ["koord-manager", "koord-webhook", "koord-scheduler-extender"] {
             let workload = rendered.get("Deployment", name);
             let pdb = rendered.get("PodDisruptionBudget", name);
             assert_eq!(pdb["apiVersion"], "policy/v1", "{name}");

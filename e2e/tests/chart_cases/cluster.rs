@@ -210,7 +210,7 @@ async fn chart_objects_work_in_the_embedded_cluster_with_the_webhook_on_the_char
 
     // The chart's ConfigMap passes the webhook's validation; a broken change is rejected.
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
-    let config_name = rendered.of_kind("ConfigMap")[0]["metadata"]["name"]
+    let config_name = rendered.slo_config_maps()[0]["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_string();

@@ -8,6 +8,13 @@ use super::*;
 const WORKLOADS: &[(&str, &str, &str, &str)] = &[
     ("Deployment", "koord-manager", "manager", "koord-manager"),
     ("Deployment", "koord-webhook", "webhook", "koord-webhook"),
+    ("Deployment", "koord-scheduler", "scheduler", "koord-scheduler"),
+    (
+        "Deployment",
+        "koord-scheduler-extender",
+        "scheduler-extender",
+        "koord-scheduler-extender",
+    ),
     ("DaemonSet", "koordlet", "koordlet", "koordlet"),
 ];
 

@@ -7,6 +7,7 @@ use super::*;
 const COMPONENTS: &[(&str, &str)] = &[
     ("Deployment", "koord-manager"),
     ("Deployment", "koord-webhook"),
+    ("Deployment", "koord-scheduler-extender"),
     ("DaemonSet", "koordlet"),
 ];
 
@@ -185,6 +186,7 @@ fn each_pod_monitor_scrapes_its_component_s_pods_on_the_metrics_port() {
             "podMonitor.enabled=true",
             "manager.enabled=false",
             "koordlet.enabled=false",
+            "schedulerExtender.enabled=false",
         ],
     );
     assert_eq!(partial.of_kind("PodMonitor").len(), 1);

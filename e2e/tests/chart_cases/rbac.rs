@@ -143,6 +143,18 @@ const KOORDLET_CALLS: &[Call] = &[
     ("events.k8s.io", "events", "patch", Some(ANY), None),
 ];
 
+/// koord-scheduler-extender's caches (scheduler-extender/src/cluster.rs); it writes nothing.
+const EXTENDER_CALLS: &[Call] = &[
+    ("", "nodes", "list", None, None),
+    ("", "nodes", "watch", None, None),
+    ("", "pods", "list", None, None),
+    ("", "pods", "watch", None, None),
+    ("slo.koordinator.sh", "nodemetrics", "list", None, None),
+    ("slo.koordinator.sh", "nodemetrics", "watch", None, None),
+    ("", "configmaps", "list", Some(CONFIG), None),
+    ("", "configmaps", "watch", Some(CONFIG), None),
+];
+
 /// With `--pods-source=apiserver` koordlet watches pods instead of asking the kubelet.
 const KOORDLET_APISERVER_CALLS: &[Call] = &[
     ("", "pods", "list", None, None),
@@ -185,6 +197,7 @@ fn rbac_grants_exactly_the_calls_each_component_makes() {
     assert_rbac_exact(&rendered, "koord-manager", MANAGER_CALLS, NAMESPACE);
     assert_rbac_exact(&rendered, "koord-webhook", WEBHOOK_CALLS, NAMESPACE);
     assert_rbac_exact(&rendered, "koordlet", KOORDLET_CALLS, NAMESPACE);
+    assert_rbac_exact(&rendered, "koord-scheduler-extender", EXTENDER_CALLS, NAMESPACE);
 
     // Least privilege: names are enforced where the API allows it, nothing is a wildcard.
     let deny = [
@@ -274,6 +287,12 @@ fn rbac_grants_exactly_the_calls_each_component_makes() {
         .filter(|c| c.1 != "nodes/proxy")
         .collect();
     assert_rbac_exact(&rendered, "koordlet", &koordlet, "koord-config");
+    assert_rbac_exact(
+        &rendered,
+        "koord-scheduler-extender",
+        EXTENDER_CALLS,
+        "koord-config",
+    );
     let rendered = render(&helm, &["webhook.certs.mode=certManager"]);
     let readers: Vec<Call> = WEBHOOK_CALLS
         .iter()

@@ -24,19 +24,21 @@ fn helm_lint_and_template_succeed_and_render_the_expected_kinds() {
 
     let kinds = render(&helm, &[]).kinds();
     let expected: BTreeMap<String, usize> = [
-        ("ClusterRole", 3),
-        ("ClusterRoleBinding", 3),
-        ("ConfigMap", 1),
+        // koord-scheduler and koord-scheduler-extender included
+        ("ClusterRole", 4),
+        ("ClusterRoleBinding", 6),
+        ("ConfigMap", 2),
         ("CustomResourceDefinition", 3),
         ("DaemonSet", 1),
-        ("Deployment", 2),
+        ("Deployment", 4),
         ("MutatingWebhookConfiguration", 1),
-        ("PodDisruptionBudget", 2),
+        ("PodDisruptionBudget", 3),
         ("PriorityClass", 4),
-        ("Role", 2),
-        ("RoleBinding", 2),
-        ("Service", 1),
-        ("ServiceAccount", 3),
+        ("Role", 4),
+        ("RoleBinding", 5),
+        ("Secret", 1),
+        ("Service", 2),
+        ("ServiceAccount", 5),
         ("ValidatingWebhookConfiguration", 1),
     ]
     .into_iter()
@@ -48,7 +50,11 @@ fn helm_lint_and_template_succeed_and_render_the_expected_kinds() {
     let cm = render(&helm, &["webhook.certs.mode=certManager"]);
     assert_eq!(cm.kinds()["Certificate"], 1);
     assert_eq!(cm.kinds()["Issuer"], 1);
-    assert_eq!(cm.kinds()["Role"], 1, "only the manager's Role");
+    assert_eq!(
+        cm.kinds()["Role"],
+        3,
+        "the manager's, koord-scheduler's Lease and the extender's config Roles"
+    );
     let certificate = cm.get("Certificate", "koord-webhook");
     assert_eq!(certificate["spec"]["secretName"], "koordinator-webhook-certs");
     assert!(
@@ -75,6 +81,8 @@ fn helm_lint_and_template_succeed_and_render_the_expected_kinds() {
         &[
             "manager.enabled=false",
             "koordlet.enabled=false",
+            "scheduler.enabled=false",
+            "schedulerExtender.enabled=false",
             "priorityClasses.create=false",
             "sloConfig.create=false",
         ],
@@ -135,6 +143,7 @@ fn rendered_objects_parse_as_their_kubernetes_types() {
                 "ServiceAccount" => round_trips::<core::v1::ServiceAccount>(object),
                 "Service" => round_trips::<core::v1::Service>(object),
                 "ConfigMap" => round_trips::<ConfigMap>(object),
+                "Secret" => round_trips::<Secret>(object),
                 "ClusterRole" => round_trips::<rbac::v1::ClusterRole>(object),
                 "ClusterRoleBinding" => round_trips::<rbac::v1::ClusterRoleBinding>(object),
                 "Role" => round_trips::<rbac::v1::Role>(object),
@@ -191,7 +200,7 @@ fn container_args_are_accepted_by_each_component_cli() {
         let rendered = render(&helm, set);
         let variant = variant_name(set);
         let config_namespace = rendered
-            .of_kind("ConfigMap")
+            .slo_config_maps()
             .first()
             .map(|c| c["metadata"]["namespace"].as_str().unwrap().to_string());
 
@@ -386,7 +395,7 @@ sloConfig:
 "#;
 
 fn config_data(rendered: &Rendered) -> BTreeMap<String, String> {
-    serde_json::from_value(rendered.of_kind("ConfigMap")[0]["data"].clone()).unwrap()
+    serde_json::from_value(rendered.slo_config_maps()[0]["data"].clone()).unwrap()
 }
 
 #[test]

@@ -174,7 +174,7 @@ fn webhook_wiring_matches_the_webhook_flags_and_the_e2e_configurations() {
         json!(["koord-config"])
     );
     assert_eq!(
-        rendered.of_kind("ConfigMap")[0]["metadata"]["namespace"],
+        rendered.slo_config_maps()[0]["metadata"]["namespace"],
         "koord-config"
     );
     assert_eq!(

@@ -140,6 +140,15 @@ impl Rendered {
         self.objects.iter().filter(|o| o["kind"] == kind).collect()
     }
 
+    /// The slo-controller-config ConfigMap(s): every ConfigMap but koord-scheduler's
+    /// KubeSchedulerConfiguration.
+    pub fn slo_config_maps(&self) -> Vec<&Value> {
+        self.of_kind("ConfigMap")
+            .into_iter()
+            .filter(|c| c["metadata"]["name"] != "koord-scheduler-config")
+            .collect()
+    }
+
     /// The one object of `kind` named `name`.
     pub fn get(&self, kind: &str, name: &str) -> &Value {
         self.objects

@@ -149,6 +149,25 @@ pub fn choose_node(
     }
 }
 
+/// The nodes a pod fits on, best first as [`choose_node`] ranks them (most CPU left, then
+/// name): the candidates a scheduler extender is asked about.
+pub fn feasible_nodes(
+    requests: &Resources,
+    node_selector: &BTreeMap<String, String>,
+    nodes: &[NodeRoom],
+) -> Vec<String> {
+    let mut fit: Vec<(i128, &str)> = nodes
+        .iter()
+        .filter_map(|node| {
+            fits(requests, node_selector, node)
+                .ok()
+                .map(|left| (left, node.name.as_str()))
+        })
+        .collect();
+    fit.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    fit.into_iter().map(|(_, name)| name.to_owned()).collect()
+}
+
 /// `Ok(cpu milli left after placing)` or why the pod does not fit.
 fn fits(
     requests: &Resources,

@@ -39,6 +39,9 @@ pub struct FleetConfig {
     /// `koord-scheduler`) stays Pending, as on a real cluster; add a name to act as that
     /// scheduler too.
     pub scheduler_names: Vec<String>,
+    /// Schedulers backed by an extender: their pods are placed by filter and prioritize calls
+    /// to it, as kube-scheduler does with the chart's koord-scheduler profile.
+    pub extenders: Vec<super::extender::SchedulerExtender>,
     /// Use the fake cgroupfs even where real cgroups are writable.
     pub force_fake_cgroups: bool,
 }
@@ -50,6 +53,7 @@ impl Default for FleetConfig {
             heartbeat: Duration::from_secs(10),
             max_container_memory: 1 << 30,
             scheduler_names: vec!["default-scheduler".into()],
+            extenders: Vec::new(),
             force_fake_cgroups: false,
         }
     }
@@ -319,6 +323,59 @@ async fn run_loop(
     }
 }
 
+/// Places each pod of an extender-backed scheduler: the nodes it fits on, then the extender's
+/// filter and prioritize. A failed call leaves the pod Pending until the next tick (the chart's
+/// `ignorable: false`).
+async fn place_through_extenders(
+    pending: &[&Pod],
+    rooms: &mut [super::fit::NodeRoom],
+    extenders: &[super::extender::SchedulerExtender],
+) -> Vec<(String, String, String)> {
+    let mut bindings = Vec::new();
+    for pod in pending {
+        let Some(spec) = &pod.spec else { continue };
+        let scheduler = spec.scheduler_name.as_deref().unwrap_or("default-scheduler");
+        let Some(extender) = extenders.iter().find(|e| e.scheduler_name == scheduler) else {
+            continue;
+        };
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        let Ok(requests) = super::fit::pod_requests(spec) else {
+            tracing::debug!(pod = %key, "unreadable requests");
+            continue;
+        };
+        let selector: BTreeMap<String, String> = spec
+            .node_selector
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let candidates = super::fit::feasible_nodes(&requests, &selector, rooms);
+        match extender.place(pod, &candidates).await {
+            Ok(Some(node)) => {
+                if let Some(room) = rooms.iter_mut().find(|r| r.name == node) {
+                    super::fit::add_requests(&mut room.requested, &requests);
+                }
+                bindings.push((
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                    node,
+                ));
+            }
+            Ok(None) => {
+                tracing::debug!(pod = %key, candidates = candidates.len(), "no node passed the extender")
+            }
+            Err(err) => {
+                tracing::warn!(pod = %key, %err, "scheduler extender call failed; the pod stays Pending")
+            }
+        }
+    }
+    bindings
+}
+
 /// A status to write: (`namespace/name`, uid, status patch).
 type StatusWrite = (String, String, Value);
 
@@ -333,14 +390,21 @@ async fn tick(
 
     let names: Vec<String> = lock(state).nodes.iter().map(|n| n.spec.name.clone()).collect();
     let pending_pods = pending(&pods, &config.scheduler_names);
-    if !pending_pods.is_empty() {
+    let extender_names: Vec<String> = config
+        .extenders
+        .iter()
+        .map(|e| e.scheduler_name.clone())
+        .collect();
+    let extender_pods = pending(&pods, &extender_names);
+    if !pending_pods.is_empty() || !extender_pods.is_empty() {
         let mut rooms = Vec::new();
         for name in &names {
             if let Some(node) = nodes_api.get_opt(name).await? {
                 rooms.push(node_room(&node, &pods));
             }
         }
-        let (bindings, unschedulable) = schedule(&pending_pods, &mut rooms);
+        let (mut bindings, unschedulable) = schedule(&pending_pods, &mut rooms);
+        bindings.extend(place_through_extenders(&extender_pods, &mut rooms, &config.extenders).await);
         for (uid, reason) in unschedulable {
             tracing::debug!(%uid, %reason, "pod does not fit any simulated node");
         }

@@ -13,6 +13,7 @@
 //! fleet kills every process and removes every cgroup, also during a panic.
 
 pub mod cgroup;
+pub mod extender;
 pub mod fakefs;
 pub mod fit;
 mod fleet;
@@ -29,6 +30,7 @@ pub mod runtime;
 pub mod workload;
 
 pub use cgroup::{CgroupError, CgroupMode, CgroupTree, NodeCgroups};
+pub use extender::SchedulerExtender;
 pub use fleet::{FleetConfig, NodeError, NodeInfo, SimulatedNodes};
 pub use objects::NodeSpec;
 pub use qos::KubeQos;
