@@ -24,4 +24,4 @@ fi
 cd "$repo"
 "$bin" --version
 # --offline: the index is the one cargo already has for this Cargo.lock (no advisory fetch).
-"$bin" --offline --locked check --config deny.toml licenses bans sources
+"$bin" --offline --locked check --hide-inclusion-graph licenses bans sources
