@@ -70,7 +70,8 @@ pub fn parse_cpuinfo(text: &str) -> (CpuVendor, RdtFlags) {
 pub fn resctrl_mount<'a>(mounts: &'a str, root: &Path) -> Option<&'a str> {
     mounts.lines().find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() >= 4 && f[2] == "resctrl" && Path::new(f[1]) == root).then_some(f[3])
+        // `then`, not `then_some`: the options field is read only once the line has four fields.
+        (f.len() >= 4 && f[2] == "resctrl" && Path::new(f[1]) == root).then(|| f[3])
     })
 }
 
@@ -286,6 +287,17 @@ pub fn parse_ids(path: &Path, text: &str) -> Result<BTreeSet<u32>, SystemError> 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Fuzz finding: a mount line with fewer than four fields indexed past its end.
+    #[test]
+    fn short_mount_lines_are_skipped_not_a_panic() {
+        let root = Path::new("/sys/fs/resctrl");
+        for mounts in ["x", "a b", "resctrl /sys/fs/resctrl resctrl", "\n\n"] {
+            assert_eq!(resctrl_mount(mounts, root), None, "{mounts:?}");
+        }
+        let mounts = "a\nresctrl /sys/fs/resctrl resctrl rw,relatime 0 0\n";
+        assert_eq!(resctrl_mount(mounts, root), Some("rw,relatime"));
+    }
 
     #[test]
     fn resctrl_cpuinfo_flags_and_mounts() {
