@@ -47,7 +47,7 @@ fn kubelet_empty_or_failed_answer_keeps_the_previous_list() {
     .unwrap();
     let (pods, outcome) = merge_pods(&Arc::new(Vec::new()), parse_kubelet_pods(&body));
     assert_eq!(pods.len(), 1);
-    assert!(matches!(outcome, PodsOutcome::Replaced { pods: 1, ref rejected } if rejected.len() == 1));
+    assert!(matches!(outcome, PodsOutcome::Replaced { pods: 1, ref rejected, .. } if rejected.len() == 1));
     let (kept, outcome) = merge_pods(&pods, parse_kubelet_pods(br#"{"items":[]}"#));
     assert_eq!(outcome, PodsOutcome::KeptEmptyAnswer);
     assert!(Arc::ptr_eq(&kept, &pods));

@@ -293,3 +293,25 @@ fn kernels_without_burst_get_no_clamp_and_no_log_line() {
     assert!(r.errors.is_empty());
     assert!(!logs.text().contains("unsupported"), "{}", logs.text());
 }
+
+/// A pod directory replaced by a symlink to somewhere outside the cgroup root (a compromised
+/// or misconfigured host): the executor refuses the write with a clear error and the file
+/// outside keeps its content.
+#[test]
+fn writes_never_follow_a_symlink_out_of_the_cgroup_root() {
+    let (host, mut exec) = setup(CgroupVersion::V1, false);
+    let dir = be_pod(&host);
+    let pod_path = host.roots.cgroup.join("cpu").join(dir.as_path());
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("cpu.cfs_quota_us");
+    std::fs::write(&victim, "-1\n").unwrap();
+    std::fs::remove_dir_all(&pod_path).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &pod_path).unwrap();
+
+    let r = exec.apply(vec![write(&dir, R::CpuCfsQuota, 50_000)], Instant::now());
+    assert!(r.changes.is_empty(), "{:?}", r.changes);
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    let error = r.errors[0].error.to_string();
+    assert!(error.contains("outside the configured root"), "{error}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "-1\n");
+}

@@ -22,6 +22,11 @@ use koord_api::nodeslo::{CgroupBaseType, HostApplicationSpec};
 
 use crate::error::NameError;
 
+/// The kernel's `NAME_MAX`: the longest directory name a cgroup can have.
+pub const MAX_CGROUP_NAME: usize = 255;
+/// The kernel's `PATH_MAX`: the longest relative cgroup path accepted.
+pub const MAX_CGROUP_PATH: usize = 4096;
+
 /// A cgroup directory relative to the cgroup root (and to the controller directory on v1),
 /// e.g. `kubepods/besteffort/pod<uid>`. Always relative and free of `..`, so it cannot leave
 /// the tree. The default is the root cgroup.
@@ -29,20 +34,35 @@ use crate::error::NameError;
 pub struct CgroupDir(PathBuf);
 
 impl CgroupDir {
-    /// Validates a relative cgroup path (`""` is the root cgroup).
+    /// Validates a relative cgroup path (`""` is the root cgroup): no `..`, no leading `/`, no
+    /// NUL byte, no component longer than the kernel's `NAME_MAX` and no path longer than
+    /// [`MAX_CGROUP_PATH`], so whatever is accepted names a directory below the root the kernel
+    /// could actually have.
     pub fn new(path: impl AsRef<Path>) -> Result<Self, NameError> {
         let path = path.as_ref();
+        let bad = |reason| NameError {
+            what: "cgroup path",
+            value: path.display().to_string().chars().take(80).collect(),
+            reason,
+        };
+        if path.as_os_str().len() > MAX_CGROUP_PATH {
+            return Err(bad("longer than 4096 bytes"));
+        }
         let mut clean = PathBuf::new();
         for component in path.components() {
             match component {
-                Component::Normal(part) => clean.push(part),
+                Component::Normal(part) => {
+                    if part.as_encoded_bytes().contains(&0) {
+                        return Err(bad("contains a NUL byte"));
+                    }
+                    if part.len() > MAX_CGROUP_NAME {
+                        return Err(bad("has a component longer than 255 bytes"));
+                    }
+                    clean.push(part);
+                }
                 Component::CurDir => {}
                 Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                    return Err(NameError {
-                        what: "cgroup path",
-                        value: path.display().to_string().chars().take(80).collect(),
-                        reason: "must be relative and must not contain `..`",
-                    });
+                    return Err(bad("must be relative and must not contain `..`"));
                 }
             }
         }
@@ -137,16 +157,18 @@ fn qos_dir_word(qos: KubeQoSClass) -> Option<&'static str> {
     }
 }
 
-/// A pod UID that is safe in a path (letters, digits, `-`, `_`; 1..=128 chars).
+/// A pod UID that is safe in a path (letters, digits, `-`; 1..=128 chars).
+///
+/// `_` is refused: the systemd driver writes a UID's `-` as `_`, so `a_b` and `a-b` would
+/// name the same slice and one pod's writes could land in the other's cgroup. Kubernetes
+/// UIDs (RFC 4122) and static pods' hashes never contain it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PodUid(String);
 
 impl PodUid {
     /// Validates a pod UID (`metadata.uid`, or a static pod's hash).
     pub fn new(uid: &str) -> Result<Self, NameError> {
-        check_name("pod uid", uid, |c| {
-            c.is_ascii_alphanumeric() || c == '-' || c == '_'
-        })?;
+        check_name("pod uid", uid, |c| c.is_ascii_alphanumeric() || c == '-')?;
         Ok(Self(uid.to_owned()))
     }
 
@@ -480,7 +502,7 @@ mod tests {
 
     #[test]
     fn hostile_names_are_refused() {
-        for bad in ["", "../x", "a/b", "x y", &"a".repeat(129)] {
+        for bad in ["", "../x", "a/b", "x y", "a_b", &"a".repeat(129)] {
             assert!(PodUid::new(bad).is_err(), "{bad:?}");
         }
         for bad in [

@@ -8,6 +8,7 @@
 //! - when the API server is unreachable the last NodeSLO seen stays in the snapshot, so the
 //!   strategies keep enforcing it.
 
+pub mod bounds;
 pub mod settings;
 pub mod sources;
 
@@ -78,6 +79,8 @@ pub enum PodsOutcome {
         pods: usize,
         /// Pods left out with the reason.
         rejected: Vec<String>,
+        /// Labels and annotations dropped past the bounds of [`bounds`], per pod.
+        trimmed: Vec<String>,
     },
     /// The answer was empty: previous list kept.
     KeptEmptyAnswer,
@@ -95,8 +98,21 @@ pub fn merge_pods(
         Ok(pods) if pods.is_empty() => (previous.clone(), PodsOutcome::KeptEmptyAnswer),
         Ok(pods) => {
             let mut rejected = Vec::new();
+            let mut trimmed = Vec::new();
             let mut metas: Vec<PodMeta> = pods
                 .into_iter()
+                .map(|mut p| {
+                    let notes = bounds::bound_pod_metadata(&mut p);
+                    if !notes.is_empty() {
+                        let pod = format!(
+                            "{}/{}",
+                            p.metadata.namespace.as_deref().unwrap_or_default(),
+                            p.metadata.name.as_deref().unwrap_or_default()
+                        );
+                        trimmed.push(format!("{pod}: {}", notes.join(", ")));
+                    }
+                    p
+                })
                 .filter_map(|p| match PodMeta::new(Arc::new(p)) {
                     Ok(m) => Some(m),
                     Err(e) => {
@@ -112,6 +128,7 @@ pub fn merge_pods(
                 PodsOutcome::Replaced {
                     pods: count,
                     rejected,
+                    trimmed,
                 },
             )
         }

@@ -62,8 +62,22 @@ pub async fn fetch_kubelet_pods(client: &Client) -> Result<Vec<Pod>, StatesError
 
 fn log_outcome(outcome: &PodsOutcome, last: &mut Option<String>) {
     let line = match outcome {
-        PodsOutcome::Replaced { rejected, .. } if rejected.is_empty() => None,
-        PodsOutcome::Replaced { rejected, .. } => Some(format!("pods left out: {}", rejected.join("; "))),
+        PodsOutcome::Replaced {
+            rejected, trimmed, ..
+        } if rejected.is_empty() && trimmed.is_empty() => None,
+        PodsOutcome::Replaced {
+            rejected, trimmed, ..
+        } => Some(
+            [
+                (!rejected.is_empty()).then(|| format!("pods left out: {}", rejected.join("; "))),
+                (!trimmed.is_empty())
+                    .then(|| format!("pod metadata over the bounds: {}", trimmed.join("; "))),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+        ),
         PodsOutcome::KeptEmptyAnswer => Some("kubelet answered no pods; keeping the previous list".into()),
         PodsOutcome::KeptOnError(e) => Some(format!("{e}; keeping the previous list")),
     };
@@ -99,7 +113,11 @@ pub async fn watch_pods(client: Client, node: String, tx: watch::Sender<Snapshot
     let (reader, writer) = reflector::store::<Pod>();
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
     let mut last_log = None;
-    let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff());
+    // Trimmed before the reflector's cache stores them (see `bounds`); `merge_pods` reports.
+    let events = watcher::watcher(api, config).default_backoff().modify(|pod| {
+        let _ = super::bounds::bound_pod_metadata(pod);
+    });
+    let stream = reflector::reflector(writer, events);
     futures::pin_mut!(stream);
     loop {
         match stream.try_next().await {

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::cgroup_file::{CgroupFile, FdBudget};
 use super::cgroup_stats::{CpuThrottling, MemoryStat};
+use super::confine::{WriteMode, open_for_write};
 use super::psi::PsiStats;
 use super::resource::{self, decode, encode};
 use super::{
@@ -326,23 +327,9 @@ impl Cgroups {
     }
 
     /// Writes a prepared value (no create: a vanished cgroup is [`SystemError::CgroupDirMissing`]).
+    /// The file is opened confined to the cgroup root ([`super::confine`]).
     pub fn apply(&self, write: &PreparedWrite) -> Result<(), SystemError> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&write.path);
-        let mut file = match file {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(SystemError::CgroupDirMissing(write.path.clone()));
-            }
-            Err(source) => {
-                return Err(SystemError::Io {
-                    path: write.path.clone(),
-                    source,
-                });
-            }
-        };
+        let mut file = open_for_write(&self.root, &write.path, WriteMode::Truncate)?;
         file.write_all(write.new.as_bytes())
             .map_err(|source| SystemError::Io {
                 path: write.path.clone(),

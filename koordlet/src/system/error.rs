@@ -50,6 +50,17 @@ pub enum SystemError {
         /// What was wrong.
         source: ParseError,
     },
+    /// A write whose file is (or resolves to) outside the configured cgroup or resctrl root;
+    /// nothing was written.
+    #[error("refused to write {path}: outside the configured root {root} ({reason})")]
+    OutsideRoot {
+        /// The configured root.
+        root: PathBuf,
+        /// The file that was to be written.
+        path: PathBuf,
+        /// Why it is outside.
+        reason: &'static str,
+    },
     /// A relative cgroup path, pod UID or container ID that could escape the cgroup tree or is
     /// malformed.
     #[error(transparent)]

@@ -20,6 +20,7 @@
 pub mod cgroup_file;
 pub mod cgroup_stats;
 pub mod cgroupfs;
+pub mod confine;
 pub mod core_sched;
 pub mod cpu_qos;
 mod error;

@@ -14,6 +14,7 @@ use koordlet_core::resctrl::{
     CacheInfo, CpuVendor, MbInfo, ResctrlFacts, ResctrlGroup, Schemata, SchemataLine,
 };
 
+use super::confine::{WriteMode, open_for_write};
 use super::{ParseError, SystemError, SystemRoots, read_text};
 
 /// The resctrl features `/proc/cpuinfo` reports (first CPU's `flags` and `vendor_id`).
@@ -69,7 +70,8 @@ pub fn parse_cpuinfo(text: &str) -> (CpuVendor, RdtFlags) {
 pub fn resctrl_mount<'a>(mounts: &'a str, root: &Path) -> Option<&'a str> {
     mounts.lines().find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() >= 4 && f[2] == "resctrl" && Path::new(f[1]) == root).then_some(f[3])
+        // `then`, not `then_some`: the options field is read only once the line has four fields.
+        (f.len() >= 4 && f[2] == "resctrl" && Path::new(f[1]) == root).then(|| f[3])
     })
 }
 
@@ -236,7 +238,7 @@ impl ResctrlFs {
     /// Writes one line to a group's `schemata` (the kernel leaves the other resources alone).
     pub fn write_line(&self, group: ResctrlGroup, line: &SchemataLine) -> Result<(), SystemError> {
         let path = self.group_dir(group).join("schemata");
-        write_file(&path, format!("{line}\n").as_bytes())
+        write_file(&self.root, &path, format!("{line}\n").as_bytes())
     }
 
     /// The task ids in a group.
@@ -249,13 +251,7 @@ impl ResctrlFs {
     /// write). A task that exited meanwhile (`ESRCH`) is not an error: `Ok(false)`.
     pub fn add_task(&self, group: ResctrlGroup, tid: u32) -> Result<bool, SystemError> {
         let path = self.group_dir(group).join("tasks");
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|source| SystemError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        let mut file = open_for_write(&self.root, &path, WriteMode::Append)?;
         match file.write_all(format!("{tid}\n").as_bytes()) {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
@@ -264,18 +260,13 @@ impl ResctrlFs {
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SystemError> {
-    let io = |source| SystemError::Io {
+fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), SystemError> {
+    // Truncating is what `echo line > schemata` does; the kernel ignores it, a fake tree needs it.
+    let mut file = open_for_write(root, path, WriteMode::Truncate)?;
+    file.write_all(bytes).map_err(|source| SystemError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    // Truncating is what `echo line > schemata` does; the kernel ignores it, a fake tree needs it.
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .map_err(io)?;
-    file.write_all(bytes).map_err(io)
+    })
 }
 
 /// Parses a list of task ids, one per line (`tasks`, `cgroup.threads`).
@@ -296,6 +287,17 @@ pub fn parse_ids(path: &Path, text: &str) -> Result<BTreeSet<u32>, SystemError> 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Fuzz finding: a mount line with fewer than four fields indexed past its end.
+    #[test]
+    fn short_mount_lines_are_skipped_not_a_panic() {
+        let root = Path::new("/sys/fs/resctrl");
+        for mounts in ["x", "a b", "resctrl /sys/fs/resctrl resctrl", "\n\n"] {
+            assert_eq!(resctrl_mount(mounts, root), None, "{mounts:?}");
+        }
+        let mounts = "a\nresctrl /sys/fs/resctrl resctrl rw,relatime 0 0\n";
+        assert_eq!(resctrl_mount(mounts, root), Some("rw,relatime"));
+    }
 
     #[test]
     fn resctrl_cpuinfo_flags_and_mounts() {
