@@ -12,7 +12,11 @@
 //!    at open time, so there is no window between checking and opening (which a
 //!    canonicalize-then-open check would have).
 //!
-//! The root itself is trusted: it comes from the operator's flags and may be a symlink. On a
+//! The root itself is trusted: it comes from the operator's flags and may be a symlink; so is
+//! the directory directly below it (a v1 controller mount such as `cpu`, which a chroot-style
+//! root or a test tree may link to the real mount elsewhere, or a fixed name such as
+//! `kubepods` or a resctrl group). Nothing built from a pod is ever that first component, and
+//! everything below it must resolve beneath it. On a
 //! kernel without `openat2` (before 5.6) the second check falls back to resolving the parent
 //! directory with `canonicalize` and opening the file with `O_NOFOLLOW`: a rename race between
 //! the two is possible there, but cgroupfs and resctrl cannot hold symlinks and only root can
@@ -65,23 +69,34 @@ pub fn open_for_write(root: &Path, path: &Path, mode: WriteMode) -> Result<File,
         WriteMode::Append => OFlags::WRONLY | OFlags::APPEND,
     } | OFlags::CLOEXEC
         | OFlags::NOCTTY;
+    let (trusted, below) = trusted_base(root, relative);
     let dir = rustix::fs::open(
-        root,
+        &trusted,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| io_error(e.into()))?;
     match rustix::fs::openat2(
         &dir,
-        relative,
+        below,
         access,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
     ) {
         Ok(fd) => Ok(File::from(fd)),
         Err(rustix::io::Errno::XDEV) => Err(outside("resolves outside the root (symlink or `..`)")),
-        Err(rustix::io::Errno::NOSYS) => open_checked_by_path(root, path, access, &outside, &io_error),
+        Err(rustix::io::Errno::NOSYS) => open_checked_by_path(&trusted, path, access, &outside, &io_error),
         Err(e) => Err(io_error(e.into())),
+    }
+}
+
+/// The trusted directory (the root, or the directory directly below it when the file lies
+/// deeper) and the path that must resolve beneath it.
+fn trusted_base<'a>(root: &Path, relative: &'a Path) -> (std::path::PathBuf, &'a Path) {
+    let mut components = relative.components();
+    match (components.next(), components.as_path()) {
+        (Some(first), rest) if !rest.as_os_str().is_empty() => (root.join(first), rest),
+        _ => (root.to_path_buf(), relative),
     }
 }
 
@@ -163,6 +178,29 @@ mod tests {
             assert!(err.to_string().contains("outside the configured root"), "{err}");
         }
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+    }
+
+    #[test]
+    fn a_controller_linked_elsewhere_is_trusted_but_nothing_below_it_may_escape() {
+        // A chroot-style root whose controller directories link to the real mounts.
+        let tmp = tempfile::tempdir().unwrap();
+        let mount = tmp.path().join("mount/cpu");
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(mount.join("kubepods")).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        symlink(&mount, root.join("cpu")).unwrap();
+        std::fs::write(mount.join("kubepods/cpu.shares"), "2").unwrap();
+        let mut f =
+            open_for_write(&root, &root.join("cpu/kubepods/cpu.shares"), WriteMode::Truncate).unwrap();
+        f.write_all(b"512").unwrap();
+        drop(f);
+        assert_eq!(
+            std::fs::read_to_string(mount.join("kubepods/cpu.shares")).unwrap(),
+            "512"
+        );
+        symlink(tmp.path(), mount.join("kubepods/evil")).unwrap();
+        let err = open_for_write(&root, &root.join("cpu/kubepods/evil/x"), WriteMode::Truncate).unwrap_err();
+        assert!(matches!(err, SystemError::OutsideRoot { .. }), "{err}");
     }
 
     #[test]
