@@ -380,17 +380,14 @@ async fn serve_admin(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let admin = koord_runtime::serve_admin(
+    Ok(koord_runtime::serve_admin_pair(
         settings.health_addr,
-        registry.clone(),
-        readiness.clone(),
-        stopped(stop),
+        settings.metrics_addr,
+        registry,
+        readiness,
+        || stopped(stop),
     )
-    .await?;
-    if settings.metrics_addr != settings.health_addr {
-        koord_runtime::serve_admin(settings.metrics_addr, registry, readiness.clone(), stopped(stop)).await?;
-    }
-    Ok(admin)
+    .await?)
 }
 
 /// The API server clients: one for watches and reports, one without retries for evictions

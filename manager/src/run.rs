@@ -118,16 +118,10 @@ pub async fn run(
     let readiness = koord_runtime::Readiness::default();
     readiness.register("config");
     let registry = Arc::new(registry);
-    koord_runtime::serve_admin(
-        args.metrics_addr,
-        registry.clone(),
-        readiness.clone(),
-        shutdown.clone(),
-    )
+    koord_runtime::serve_admin_pair(args.metrics_addr, args.health_addr, registry, &readiness, || {
+        shutdown.clone()
+    })
     .await?;
-    if args.health_addr != args.metrics_addr {
-        koord_runtime::serve_admin(args.health_addr, registry, readiness.clone(), shutdown.clone()).await?;
-    }
 
     let identity = args
         .identity

@@ -90,6 +90,26 @@ pub async fn serve_admin(
     Ok(AdminServer { local_addr, task })
 }
 
+/// Serves the admin endpoints on `health_addr` and, when it differs, on `metrics_addr` too (the
+/// chart may give metrics their own port); each server stops when its `shutdown()` future
+/// resolves. Returns the server on `health_addr`.
+pub async fn serve_admin_pair<F>(
+    health_addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    registry: Arc<Registry>,
+    readiness: &Readiness,
+    shutdown: impl Fn() -> F,
+) -> std::io::Result<AdminServer>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let health = serve_admin(health_addr, registry.clone(), readiness.clone(), shutdown()).await?;
+    if metrics_addr != health_addr {
+        serve_admin(metrics_addr, registry, readiness.clone(), shutdown()).await?;
+    }
+    Ok(health)
+}
+
 async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
     let checks = state.readiness.snapshot();
     let mut body = String::new();

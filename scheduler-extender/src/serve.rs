@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use koord_runtime::{Readiness, serve_admin, shutdown_signal};
+use koord_runtime::{Readiness, serve_admin_pair, shutdown_signal};
 use kube::Client;
 use prometheus_client::registry::Registry;
 
@@ -109,16 +109,14 @@ pub async fn run(cli: Cli) -> Result<(), ServeError> {
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
-    serve_admin(
+    serve_admin_pair(
         cli.health_addr,
-        registry.clone(),
-        running.readiness.clone(),
-        stopped(),
+        cli.metrics_addr,
+        registry,
+        &running.readiness,
+        stopped,
     )
     .await?;
-    if cli.metrics_addr != cli.health_addr {
-        serve_admin(cli.metrics_addr, registry, running.readiness.clone(), stopped()).await?;
-    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use koord_runtime::{Readiness, serve_admin, shutdown_signal};
+use koord_runtime::{Readiness, serve_admin_pair, shutdown_signal};
 use kube::Client;
 use prometheus_client::registry::Registry;
 
@@ -136,16 +136,14 @@ pub async fn run(args: ServerArgs) -> Result<(), ServeError> {
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
-    serve_admin(
+    serve_admin_pair(
         args.health_addr,
-        registry.clone(),
-        running.readiness.clone(),
-        stopped(),
+        args.metrics_addr,
+        registry,
+        &running.readiness,
+        stopped,
     )
     .await?;
-    if args.metrics_addr != args.health_addr {
-        serve_admin(args.metrics_addr, registry, running.readiness.clone(), stopped()).await?;
-    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
