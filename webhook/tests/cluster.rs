@@ -139,7 +139,8 @@ async fn webhook_in_the_embedded_cluster() {
             .as_ref()
             .unwrap()["kubernetes.io/batch-cpu"]
             .0,
-        "1000"
+        // The webhook writes 1000; the API server stores it canonical, as a real one does.
+        "1k"
     );
 
     // An invalid ConfigMap update is rejected with the precise message.
