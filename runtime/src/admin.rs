@@ -110,6 +110,29 @@ where
     Ok(health)
 }
 
+/// For a server that runs until the process is asked to stop: serves the admin endpoints (as
+/// [`serve_admin_pair`]), waits for SIGTERM/Ctrl-C, then stops the admin servers. The caller
+/// shuts its own server down after this returns.
+pub async fn serve_admin_until_signal(
+    health_addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    registry: Arc<Registry>,
+    readiness: &Readiness,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    serve_admin_pair(health_addr, metrics_addr, registry, readiness, stopped).await?;
+    crate::shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    Ok(())
+}
+
 async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
     let checks = state.readiness.snapshot();
     let mut body = String::new();

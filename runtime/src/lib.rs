@@ -15,7 +15,9 @@ mod logging;
 mod output;
 mod shutdown;
 
-pub use admin::{AdminServer, Readiness, admin_router, serve_admin, serve_admin_pair};
+pub use admin::{
+    AdminServer, Readiness, admin_router, serve_admin, serve_admin_pair, serve_admin_until_signal,
+};
 pub use duration::{DurationError, parse_duration, parse_interval};
 pub use input::{ReadInputError, read_file_or_stdin};
 pub use kubeconfig::{KubeconfigError, kube_client, kube_config};

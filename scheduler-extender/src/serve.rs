@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use koord_runtime::{Readiness, serve_admin_pair, shutdown_signal};
+use koord_runtime::{Readiness, serve_admin_until_signal};
 use kube::Client;
 use prometheus_client::registry::Registry;
 
@@ -102,24 +102,7 @@ pub async fn run(cli: Cli) -> Result<(), ServeError> {
     let mut registry = Registry::default();
     let running = start(&cli, client, &mut registry).await?;
     let registry = Arc::new(registry);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
-    serve_admin_pair(
-        cli.health_addr,
-        cli.metrics_addr,
-        registry,
-        &running.readiness,
-        stopped,
-    )
-    .await?;
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    let _ = stop_tx.send(true);
+    serve_admin_until_signal(cli.health_addr, cli.metrics_addr, registry, &running.readiness).await?;
     running.handle.graceful_shutdown(Some(Duration::from_secs(8)));
     match running.task.await {
         Ok(result) => result.map_err(ServeError::Io),
