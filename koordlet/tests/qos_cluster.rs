@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::cluster::{cluster_with_namespace, unique};
+use common::cluster::{cluster_with_namespace, host_used_bytes, unique};
 use koord_test_support::poll::wait_for;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,20 +45,6 @@ impl Drop for Env {
             agent.abort();
         }
     }
-}
-
-/// Host memory in use (MemTotal − MemAvailable), bytes: what koordlet reads on this node.
-fn host_used_bytes() -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let field = |name: &str| -> u64 {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
-    field("MemTotal:") - field("MemAvailable:")
 }
 
 async fn start(node_memory: u64, gates: &str) -> Env {

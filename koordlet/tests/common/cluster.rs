@@ -34,3 +34,17 @@ pub async fn cluster_with_namespace(prefix: &str) -> (TestCluster, kube::Client,
         .unwrap();
     (cluster, client, ns)
 }
+
+/// Host memory in use (MemTotal − MemAvailable), bytes: what koordlet reads on this node.
+pub fn host_used_bytes() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    };
+    field("MemTotal:") - field("MemAvailable:")
+}

@@ -13,6 +13,7 @@ use koord_testcluster::node::{CgroupMode, FleetConfig, NodeInfo, NodeSpec, Simul
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
+pub use crate::common::cluster::host_used_bytes;
 use crate::common::cluster::{cluster_with_namespace, unique};
 use crate::cut::CutProxy;
 
@@ -43,20 +44,6 @@ impl Drop for Agent {
         }
         self.task.abort();
     }
-}
-
-/// Host memory in use (MemTotal − MemAvailable), bytes: what koordlet reads on this node.
-pub fn host_used_bytes() -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let field = |name: &str| -> u64 {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
-    field("MemTotal:") - field("MemAvailable:")
 }
 
 fn free_port() -> u16 {
