@@ -37,6 +37,11 @@
 # pids:/koord-real-cluster, so `down` finds even processes the components spawned (containerd
 # shims); the kubelet's /kubepods trees are removed by `down` only when this script's run
 # directory says it started that kubelet. One cluster per machine; needs root and cgroup v1.
+#
+# Sharing the machine: the checkout that ran `up` owns the cluster ($CACHE/real-cluster.owner).
+# `up` from another checkout waits while that cluster runs (KOORD_RC_WAIT_SECONDS, default 3600)
+# instead of tearing it down; `down` from another checkout leaves it alone; `install` and `test`
+# refuse it. A cluster whose processes are gone belongs to nobody.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO="$PWD"
@@ -86,6 +91,54 @@ unsupported_reason() {
     command -v apt-get >/dev/null || { echo "not a Debian system (apt-get missing)"; return; }
 }
 
+OWNER_FILE="$CACHE/real-cluster.owner"
+
+# The checkout that owns the running cluster, or nothing when no cluster runs.
+cluster_owner() {
+    [[ -n "$(cgroup_pids "$TRACK_CG")" ]] || return 0
+    cat "$OWNER_FILE" 2>/dev/null || echo "an unknown checkout"
+}
+
+# Wait until no other checkout runs a cluster, then record this one as the owner.
+claim_cluster() {
+    local limit="${KOORD_RC_WAIT_SECONDS:-3600}" start=$SECONDS owner
+    mkdir -p "$CACHE"
+    while true; do
+        exec 9>"$CACHE/real-cluster.lock"
+        flock 9
+        owner="$(cluster_owner)"
+        if [[ -z "$owner" || "$owner" == "$REPO" ]]; then
+            echo "$REPO" >"$OWNER_FILE"
+            exec 9>&-
+            return 0
+        fi
+        exec 9>&-
+        ((SECONDS - start < limit)) || die "the cluster of $owner still runs after ${limit}s; not touching it"
+        log "the cluster of $owner runs; waiting for its 'down' ($((SECONDS - start)) s)"
+        sleep 15
+    done
+}
+
+# Die unless this checkout owns the running cluster.
+require_own_cluster() {
+    local owner
+    owner="$(cluster_owner)"
+    [[ -z "$owner" || "$owner" == "$REPO" ]] || die "the running cluster belongs to $owner"
+    [[ -f "$OUT/kubeconfig" && -f "$RUN/owner" ]] || die "no cluster (run '$0 up' first)"
+}
+
+cmd_down() {
+    local owner
+    owner="$(cluster_owner)"
+    if [[ -n "$owner" && "$owner" != "$REPO" ]]; then
+        log "down: the running cluster belongs to $owner; left alone"
+        return 0
+    fi
+    cleanup_all
+    rm -f "$OWNER_FILE"
+    log "down: nothing of the cluster is left"
+}
+
 # wait_until SECONDS WHAT CMD...: retry CMD every second.
 wait_until() {
     local timeout="$1" what="$2" start=$SECONDS
@@ -100,6 +153,7 @@ cmd_up() {
     local reason
     reason="$(unsupported_reason)"
     [[ -z "$reason" ]] || die "$reason"
+    claim_cluster
     cleanup_all
     local start=$SECONDS
     prepare_all
@@ -138,7 +192,7 @@ cmd_up() {
 }
 
 cmd_install() {
-    [[ -f "$OUT/kubeconfig" && -f "$RUN/owner" ]] || die "no cluster (run '$0 up' first)"
+    require_own_cluster
     local start=$SECONDS helm tag
     helm="${HELM:-}"
     [[ -n "$helm" ]] || helm="$(scripts/install-helm.sh)" || die "helm could not be installed"
@@ -175,7 +229,7 @@ cmd_install() {
 }
 
 cmd_test() {
-    [[ -f "$OUT/kubeconfig" && -f "$RUN/owner" ]] || die "no cluster (run '$0 up' first)"
+    require_own_cluster
     local start=$SECONDS
     smoke_checks
     if [[ -f e2e/tests/scenarios.rs ]]; then
@@ -194,7 +248,7 @@ case "${1:-}" in
     up) cmd_up ;;
     install) cmd_install ;;
     test) cmd_test ;;
-    down) cleanup_all; log "down: nothing of the cluster is left" ;;
+    down) cmd_down ;;
     kubectl) shift; kctl "$@" ;;
     exec) shift; in_netns env KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" "$@" ;;
     unsupported-reason) unsupported_reason ;;
