@@ -65,9 +65,28 @@ install_host_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# with_cache_lock NAME FUNCTION: run FUNCTION holding $CACHE/NAME.lock, so two checkouts filling
+# the shared cache for the first time at once (CI and a developer) take turns instead of
+# downloading into and unpacking over the same directories.
+with_cache_lock() {
+    mkdir -p "$CACHE"
+    local fd
+    exec {fd}>"$CACHE/$1.lock"
+    flock "$fd"
+    "$2"
+    exec {fd}>&-
+}
+
+debs_present() { [[ -x "$DEBS_ROOT/usr/bin/containerd" && -x "$DEBS_ROOT/usr/bin/etcd" ]]; }
+
 # containerd, runc, CNI plugins and etcd unpacked under $DEBS_ROOT.
 fetch_debs() {
-    [[ -x "$DEBS_ROOT/usr/bin/containerd" && -x "$DEBS_ROOT/usr/bin/etcd" ]] && return 0
+    debs_present && return 0
+    with_cache_lock debs fetch_debs_locked
+}
+
+fetch_debs_locked() {
+    debs_present && return 0
     private_apt_update
     local dl="$CACHE/debs/download"
     mkdir -p "$dl"
@@ -89,6 +108,11 @@ k8s_binaries_present() {
 
 # The Kubernetes binaries, built from the Debian source package the way debian/rules does it.
 build_kubernetes() {
+    k8s_binaries_present && return 0
+    with_cache_lock kubernetes build_kubernetes_locked
+}
+
+build_kubernetes_locked() {
     k8s_binaries_present && return 0
     local src="$k8s_dir/src"
     if [[ ! -f "$src/.koord-extracted" ]]; then
