@@ -150,6 +150,17 @@ pub struct ServerArgs {
     /// Allow changing label koordinator.sh/priority on pod UPDATE (upstream gate ColocationProfileSkipValidatingPriority).
     #[arg(long, env = "ALLOW_PRIORITY_LABEL_UPDATE")]
     pub allow_priority_label_update: bool,
+    /// Namespaces whose pods are never mutated or validated, comma-separated, besides
+    /// `kube-system` and the webhook's own namespace (`--namespace`), which are always excluded.
+    /// Holds on every Kubernetes version, also before 1.21, where the webhook configurations'
+    /// namespace-name selector matches nothing.
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_EXCLUDED_NAMESPACES",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub excluded_namespaces: Vec<String>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -158,9 +169,41 @@ pub struct ServerArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
+impl ServerArgs {
+    /// Every namespace whose pods the pod endpoints leave alone: `kube-system`, the webhook's
+    /// own namespace and `--excluded-namespaces`.
+    pub fn excluded_namespaces(&self) -> crate::review::ExcludedNamespaces {
+        crate::review::ExcludedNamespaces::new(
+            ["kube-system", self.namespace.as_str()]
+                .into_iter()
+                .chain(self.excluded_namespaces.iter().map(|name| name.trim())),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn excluded_namespaces_always_hold_kube_system_and_the_webhooks_own() {
+        let cli = Cli::try_parse_from([
+            "koord-webhook",
+            "--namespace=koord",
+            "--excluded-namespaces=a, b,,c",
+        ])
+        .unwrap();
+        let excluded = cli.server.excluded_namespaces();
+        assert_eq!(
+            excluded.names().collect::<Vec<_>>(),
+            ["a", "b", "c", "koord", "kube-system"]
+        );
+        let cli = Cli::try_parse_from(["koord-webhook"]).unwrap();
+        assert_eq!(
+            cli.server.excluded_namespaces().names().collect::<Vec<_>>(),
+            ["koordinator-system", "kube-system"]
+        );
+    }
 
     fn sync_interval(flag: &str) -> Result<Duration, clap::Error> {
         Cli::try_parse_from(["koord-webhook", flag]).map(|cli| cli.server.cert_sync_interval)

@@ -72,6 +72,44 @@ pub struct Decider {
     pub config_namespace: String,
     /// Name of the slo-controller-config.
     pub slo_config_name: String,
+    /// Namespaces whose pods the pod endpoints never judge.
+    pub excluded_namespaces: ExcludedNamespaces,
+}
+
+/// Namespaces whose pods are allowed untouched by `/mutate-pod` and `/validate-pod`.
+///
+/// The chart also keeps these namespaces out of the webhook configurations with a
+/// `kubernetes.io/metadata.name` selector, but API servers before 1.21 do not set that label,
+/// so there the selector matches every namespace. Checking the name here as well makes the
+/// exclusion hold on every version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExcludedNamespaces(Arc<std::collections::BTreeSet<String>>);
+
+impl ExcludedNamespaces {
+    /// The set of `names` (empty names are ignored).
+    pub fn new<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self(Arc::new(
+            names
+                .into_iter()
+                .map(Into::into)
+                .filter(|name: &String| !name.is_empty())
+                .collect(),
+        ))
+    }
+
+    /// Whether pods of `namespace` are excluded.
+    pub fn contains(&self, namespace: &str) -> bool {
+        self.0.contains(namespace)
+    }
+
+    /// The names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
 }
 
 /// How a review was answered (the `result` metric label).
@@ -85,6 +123,8 @@ pub enum Outcome {
     Denied,
     /// The review itself was unreadable.
     Invalid,
+    /// Allowed untouched because the pod's namespace is excluded.
+    Excluded,
 }
 
 impl Outcome {
@@ -95,6 +135,7 @@ impl Outcome {
             Outcome::Patched => "patched",
             Outcome::Denied => "denied",
             Outcome::Invalid => "invalid",
+            Outcome::Excluded => "excluded",
         }
     }
 }
@@ -188,6 +229,15 @@ pub fn answer(endpoint: Endpoint, body: &[u8], decider: &Decider, roll: &mut dyn
     if kind != endpoint.expected_kind() || !sub_resource.is_empty() {
         // Not ours to judge (a sub-resource like pods/binding, or a misrouted kind).
         return allow_unjudged(&head, &request_head);
+    }
+    if matches!(endpoint, Endpoint::MutatePod | Endpoint::ValidatePod)
+        && decider
+            .excluded_namespaces
+            .contains(request_head.namespace.as_str().unwrap_or_default())
+    {
+        let mut answer = allow_unjudged(&head, &request_head);
+        answer.outcome = Outcome::Excluded;
+        return answer;
     }
     let uid = request_head.uid.as_str();
     match endpoint {

@@ -103,9 +103,16 @@ pub async fn start(
             },
             config_namespace: args.config_namespace.clone(),
             slo_config_name: args.slo_config_name.clone(),
+            excluded_namespaces: args.excluded_namespaces(),
         },
         metrics,
     });
+    let excluded: Vec<String> = state
+        .decider
+        .excluded_namespaces
+        .names()
+        .map(str::to_string)
+        .collect();
     let handle = axum_server::Handle::new();
     let addr = SocketAddr::new(args.bind_address, args.port);
     let task = tokio::spawn(serve_tls(addr, tls, router(state), handle.clone()));
@@ -113,7 +120,7 @@ pub async fn start(
         .listening()
         .await
         .ok_or_else(|| ServeError::Io(std::io::Error::other(format!("cannot listen on {addr}"))))?;
-    tracing::info!(%addr, "serving admission over HTTPS");
+    tracing::info!(%addr, excluded_namespaces = ?excluded, "serving admission over HTTPS");
     Ok(RunningWebhook {
         addr,
         handle,

@@ -165,6 +165,9 @@ pub(crate) struct RequestHead<'a> {
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     #[serde(default, borrow)]
     pub(crate) operation: LooseStr<'a>,
+    /// Namespace of the object, empty for cluster-scoped objects.
+    #[serde(default, borrow)]
+    pub(crate) namespace: LooseStr<'a>,
 }
 
 impl RequestHead<'_> {

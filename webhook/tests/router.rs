@@ -101,6 +101,42 @@ async fn mutate_pod_ignores_update_and_sub_resources() {
 }
 
 #[tokio::test]
+async fn pods_of_excluded_namespaces_are_neither_mutated_nor_validated() {
+    // A profile selecting every namespace: kube-system and koordinator-system pods would be
+    // mutated by it, were they not excluded (on Kubernetes before 1.21 the webhook
+    // configurations' namespace-name selector cannot keep them away).
+    let mut view = seed_view();
+    for namespace in ["kube-system", "koordinator-system"] {
+        view.namespaces.insert(
+            namespace.into(),
+            std::collections::BTreeMap::from([("koordinator.sh/enable-colocation".into(), "true".into())]),
+        );
+        let body = review("Pod", "", "pods", "CREATE", Some(namespace), spark_pod(), None);
+        let (status, answer) = post(view.clone(), "/mutate-pod", serde_json::to_vec(&body).unwrap()).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(response(&answer)["allowed"], true, "{namespace}");
+        assert_eq!(response(&answer)["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+        assert!(
+            response(&answer).get("patch").is_none_or(Value::is_null),
+            "{namespace}: {answer}"
+        );
+
+        // A pod the validator would deny elsewhere passes here untouched.
+        let pod = json!({
+            "metadata": {"name": "p", "labels": {"koordinator.sh/qosClass": "LS"}},
+            "spec": {"priority": 5000, "containers": [{"name": "c", "resources": {"requests": {"kubernetes.io/batch-cpu": "1000"}}}]}
+        });
+        let body = review("Pod", "", "pods", "CREATE", Some(namespace), pod, None);
+        let (_, answer) = post(view.clone(), "/validate-pod", serde_json::to_vec(&body).unwrap()).await;
+        assert_eq!(response(&answer)["allowed"], true, "{namespace}: {answer}");
+    }
+    // The same pod in a colocation namespace is still mutated.
+    let body = review("Pod", "", "pods", "CREATE", Some("spark"), spark_pod(), None);
+    let (_, answer) = post(view, "/mutate-pod", serde_json::to_vec(&body).unwrap()).await;
+    assert_eq!(response(&answer)["patchType"], "JSONPatch");
+}
+
+#[tokio::test]
 async fn missing_priority_class_is_denied_with_the_reason() {
     let mut view = seed_view();
     view.priority_classes.clear();

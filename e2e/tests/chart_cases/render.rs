@@ -354,6 +354,11 @@ fn container_args_are_accepted_by_each_component_cli() {
             && webhook.disable_extended_resource_spec
             && webhook.allow_priority_label_update
     );
+    // The pod webhooks' namespace exclusion is enforced by the webhook too (Kubernetes < 1.21).
+    let excluded: Vec<&str> = webhook.excluded_namespaces().names().collect();
+    for namespace in ["monitoring", "istio-system", "kube-system"] {
+        assert!(excluded.contains(&namespace), "{excluded:?}");
+    }
     assert_eq!(format!("{:?}", webhook.log_format), "Text");
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use koord_webhook::metrics::AdmissionMetrics;
 use koord_webhook::mutate::MutationOptions;
 use koord_webhook::mutate::profile::CompiledProfile;
-use koord_webhook::review::Decider;
+use koord_webhook::review::{Decider, ExcludedNamespaces};
 use koord_webhook::server::AppState;
 use koord_webhook::validate::pod::PodValidationOptions;
 use koord_webhook::view::StaticView;
@@ -35,6 +35,7 @@ pub fn decider(view: StaticView) -> Decider {
         pod_validation: PodValidationOptions::default(),
         config_namespace: "koordinator-system".into(),
         slo_config_name: "slo-controller-config".into(),
+        excluded_namespaces: ExcludedNamespaces::new(["kube-system", "koordinator-system"]),
     }
 }
 
