@@ -207,7 +207,9 @@ cmd_install() {
         --set "scheduler.image.tag=$("$K8S_BIN/kube-scheduler" --version | awk '{print $2}')"
         --set "scheduler.image.pullPolicy=Never"
         # no cluster DNS here: a fixed Service IP the scheduler pods reach by hostAliases
-        --set "schedulerExtender.clusterIP=$EXTENDER_SERVICE_IP")
+        --set "schedulerExtender.clusterIP=$EXTENDER_SERVICE_IP"
+        # koordlet's runtime hooks: this cluster's containerd serves NRI in its own run dir
+        --set "koordlet.nri.socketDir=$RUN/nri")
     for c in manager webhook koordlet schedulerExtender; do
         local image=koord-$c
         [[ $c == koordlet ]] && image=koordlet

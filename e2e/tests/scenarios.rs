@@ -16,5 +16,7 @@ mod colocation;
 mod control;
 #[path = "scenarios/eviction.rs"]
 mod eviction;
+#[path = "scenarios/runtime_hooks.rs"]
+mod runtime_hooks;
 #[path = "scenarios/scheduling.rs"]
 mod scheduling;

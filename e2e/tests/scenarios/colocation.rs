@@ -23,7 +23,7 @@ fn read(path: &Path) -> Option<String> {
 
 /// A colocation namespace and a profile (no `schedulerName`: no koord-scheduler runs) that
 /// makes every pod in it BE with batch priority.
-async fn colocation(env: &Env) -> Cleanup {
+pub(crate) async fn colocation(env: &Env) -> Cleanup {
     let key = common::unique("e2e");
     let mut cleanup = env
         .namespace("coloc", json!({"koord-e2e.koordinator.sh/colocation": key}))
@@ -161,6 +161,73 @@ async fn colocated_pod_becomes_be_runs_on_batch_resources_with_be_cgroup_limits(
     )
     .await;
     println!("{}", found.join("\n"));
+}
+
+/// A profile matching every namespace (no `namespaceSelector`) and pods with a unique label: a
+/// pod so labelled in a colocation namespace is mutated, the same pod in `kube-system` or the
+/// release namespace is not. On Kubernetes before 1.21 the webhook configurations' namespace-name
+/// selector matches every namespace, so there the webhook's own check is what holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_kube_system_and_the_release_namespace_are_never_mutated() {
+    let env = Env::start(Wanted::default()).await;
+    let key = common::unique("e2e");
+    let mut cleanup = env.namespace("excluded", json!({})).await;
+    let profile = common::unique("e2e-everywhere");
+    let p: ClusterColocationProfile = serde_json::from_value(json!({
+        "metadata": {"name": profile},
+        "spec": {
+            "selector": {"matchLabels": {"koord-e2e.koordinator.sh/everywhere": key}},
+            "qosClass": "BE", "priorityClassName": "koord-batch", "koordinatorPriority": 1000,
+        }
+    }))
+    .unwrap();
+    Api::<ClusterColocationProfile>::all(env.client.clone())
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+    cleanup.profiles.push(profile);
+    let pod = env.pod(
+        &common::unique("probe"),
+        json!({"koord-e2e.koordinator.sh/everywhere": key}),
+        vec![env.container("main", Load::Idle, json!({}))],
+    );
+    // Dry-run creates pass admission (the webhooks declare no side effects) and store nothing.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let qos = |pod: &Pod| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("koordinator.sh/qosClass").cloned())
+    };
+    // The webhook's profile cache follows the API server: wait until the profile applies.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), cleanup.ns());
+    wait_for(
+        "the profile mutating a pod",
+        Duration::from_secs(30),
+        async || {
+            let created = pods.create(&dry_run, &pod).await.ok()?;
+            (qos(&created).as_deref() == Some("BE")).then_some(())
+        },
+    )
+    .await;
+    for namespace in ["kube-system", koord_api::names::DEFAULT_CONFIG_NAMESPACE] {
+        let pods: Api<Pod> = Api::namespaced(env.client.clone(), namespace);
+        let created = pods.create(&dry_run, &pod).await.unwrap();
+        assert_eq!(
+            qos(&created),
+            None,
+            "a pod in {namespace} was mutated: {:?}",
+            created.metadata.labels
+        );
+        assert_ne!(
+            created.spec.as_ref().and_then(|s| s.priority),
+            Some(5000),
+            "{namespace}"
+        );
+    }
 }
 
 /// The BE tier's CFS quota (`kubepods/besteffort/cpu.cfs_quota_us`) on `root`.

@@ -348,6 +348,8 @@ pub struct Cleanup {
     config_keys: Vec<(String, Option<String>)>,
     /// A Deployment scaled, with its previous replica count.
     pub scaled: Option<(String, i32)>,
+    /// The koordlet DaemonSet's container args before a scenario changed them.
+    pub koordlet_args: Option<Vec<String>>,
 }
 
 impl Cleanup {
@@ -359,6 +361,7 @@ impl Cleanup {
             profiles: Vec::new(),
             config_keys: Vec::new(),
             scaled: None,
+            koordlet_args: None,
         }
     }
 
@@ -414,6 +417,17 @@ impl Cleanup {
                 .await
             {
                 eprintln!("cleanup: scaling {name} back to {replicas}: {e}");
+            }
+        }
+        if let Some(args) = self.koordlet_args.take() {
+            let api: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                Api::namespaced(client.clone(), DEFAULT_CONFIG_NAMESPACE);
+            let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "koordlet", "args": args}]}}}});
+            if let Err(e) = api
+                .patch("koordlet", &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                eprintln!("cleanup: restoring koordlet's args: {e}");
             }
         }
         let profiles: Api<koord_api::ClusterColocationProfile> = Api::all(client.clone());
