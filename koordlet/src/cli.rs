@@ -99,13 +99,28 @@ pub struct AgentArgs {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// cgroup mount root.
-    #[arg(long, visible_alias = "cgroup-root-dir", env = "KOORDLET_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
+    #[arg(
+        long,
+        visible_alias = "cgroup-root-dir",
+        env = "KOORDLET_CGROUP_ROOT",
+        default_value = "/sys/fs/cgroup"
+    )]
     pub cgroup_root: PathBuf,
     /// procfs root.
-    #[arg(long, visible_alias = "proc-root-dir", env = "KOORDLET_PROC_ROOT", default_value = "/proc")]
+    #[arg(
+        long,
+        visible_alias = "proc-root-dir",
+        env = "KOORDLET_PROC_ROOT",
+        default_value = "/proc"
+    )]
     pub proc_root: PathBuf,
     /// sysfs root.
-    #[arg(long, visible_alias = "sys-root-dir", env = "KOORDLET_SYS_ROOT", default_value = "/sys")]
+    #[arg(
+        long,
+        visible_alias = "sys-root-dir",
+        env = "KOORDLET_SYS_ROOT",
+        default_value = "/sys"
+    )]
     pub sys_root: PathBuf,
     /// The `/proc/sys` root system_config writes sysctls below.
     #[arg(long, env = "KOORDLET_PROC_SYS_ROOT", default_value = "/proc/sys")]
@@ -125,7 +140,12 @@ pub struct AgentArgs {
     /// The kubelet's root dir, read-only: its `cpu_manager_state` tells whether the kubelet runs
     /// the static CPU manager (then CPU set policies are refused and cpu suppress narrows BE
     /// containers only).
-    #[arg(long, visible_alias = "var-lib-kubelet-dir", env = "KOORDLET_KUBELET_ROOT_DIR", default_value = "/var/lib/kubelet")]
+    #[arg(
+        long,
+        visible_alias = "var-lib-kubelet-dir",
+        env = "KOORDLET_KUBELET_ROOT_DIR",
+        default_value = "/var/lib/kubelet"
+    )]
     pub kubelet_root_dir: PathBuf,
     /// Where the CPU set policy allocations are kept, so a restart keeps every pinned container
     /// on its CPUs (node-local; created on the first allocation).

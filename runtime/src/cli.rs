@@ -1,6 +1,7 @@
 //! The one way every binary turns argv and the environment into its flags: upstream's spellings
 //! normalised ([`crate::normalise_args`]), old environment names applied
-//! ([`crate::apply_env_fallbacks`]), the upstream flag table appended to `--help`, then clap.
+//! ([`crate::apply_env_fallbacks`]), the upstream flag table appended to `--help`, then clap, with
+//! Go's rule that a flag given twice takes its last value.
 //! What was ignored or read from an old name comes back as [`StartupNotes`], logged once logging
 //! is up (the log format is itself a flag).
 
@@ -87,7 +88,11 @@ where
         &compat.upstream,
     );
     let (command, env_fallbacks) = apply_env_fallbacks(command, compat.env_fallbacks, env);
-    let mut command = command.after_help(upstream_help(&compat.upstream));
+    // Go's flag package lets a later occurrence override an earlier one, and a chart's
+    // `extraArgs` come after its own args: the last one wins here too.
+    let mut command = command
+        .args_override_self(true)
+        .after_help(upstream_help(&compat.upstream));
     let mut matches = command.try_get_matches_from_mut(normalised.args)?;
     let parsed = T::from_arg_matches_mut(&mut matches).map_err(|error| error.format(&mut command))?;
     Ok((

@@ -136,17 +136,27 @@ mod tests {
     ];
 
     fn command() -> Command {
-        let ns = || Arg::new("config_namespace").long("config-namespace").default_value("koordinator-system");
+        let ns = || {
+            Arg::new("config_namespace")
+                .long("config-namespace")
+                .default_value("koordinator-system")
+        };
         Command::new("x")
-            .arg(Arg::new("health_addr").long("health-addr").default_value("0.0.0.0:8000"))
+            .arg(
+                Arg::new("health_addr")
+                    .long("health-addr")
+                    .default_value("0.0.0.0:8000"),
+            )
             .arg(ns())
             .arg(Arg::new("port").long("port").default_value("9876"))
             .subcommand(Command::new("validate").arg(ns()))
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> + use<> {
-        let map: BTreeMap<String, OsString> =
-            pairs.iter().map(|(k, v)| ((*k).to_owned(), OsString::from(v))).collect();
+        let map: BTreeMap<String, OsString> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .collect();
         move |name| map.get(name).cloned()
     }
 
@@ -170,8 +180,18 @@ mod tests {
         assert_eq!(
             uses,
             vec![
-                EnvFallbackUse { old: "HEALTH_ADDR", new: "KOORD_X_HEALTH_ADDR", kind: FallbackKind::Deprecated, applied: true },
-                EnvFallbackUse { old: "CONFIG_NAMESPACE", new: "KOORD_X_CONFIG_NAMESPACE", kind: FallbackKind::Deprecated, applied: true },
+                EnvFallbackUse {
+                    old: "HEALTH_ADDR",
+                    new: "KOORD_X_HEALTH_ADDR",
+                    kind: FallbackKind::Deprecated,
+                    applied: true
+                },
+                EnvFallbackUse {
+                    old: "CONFIG_NAMESPACE",
+                    new: "KOORD_X_CONFIG_NAMESPACE",
+                    kind: FallbackKind::Deprecated,
+                    applied: true
+                },
             ]
         );
     }
@@ -188,7 +208,11 @@ mod tests {
         let (matches, _) = parse(&[("HEALTH_ADDR", ":1")], &["--health-addr=:2"]);
         assert_eq!(value(&matches, "health_addr"), ":2");
         let (matches, uses) = parse(&[("HEALTH_ADDR", ":1"), ("KOORD_X_HEALTH_ADDR", ":3")], &[]);
-        assert_eq!(value(&matches, "health_addr"), "0.0.0.0:8000", "the default: clap reads the new name itself");
+        assert_eq!(
+            value(&matches, "health_addr"),
+            "0.0.0.0:8000",
+            "the default: clap reads the new name itself"
+        );
         assert!(!uses[0].applied);
     }
 
@@ -201,7 +225,10 @@ mod tests {
 
     #[test]
     fn entries_for_missing_arguments_are_skipped_and_found() {
-        let table = [EnvFallback { arg: "nope", ..TABLE[0] }];
+        let table = [EnvFallback {
+            arg: "nope",
+            ..TABLE[0]
+        }];
         let (applied, uses) = apply_env_fallbacks(command(), &table, &env_of(&[("HEALTH_ADDR", ":1")]));
         assert_eq!(uses.len(), 1);
         applied.try_get_matches_from(["x"]).unwrap();

@@ -35,6 +35,6 @@ pub use logging::{LogFormat, LoggingError, VERBOSITY_HELP, init_logging, verbosi
 pub use output::print_stdout;
 pub use shutdown::shutdown_signal;
 pub use upstream_flags::{
-    FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags,
-    long_names, normalise_args, upstream_help,
+    FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags, long_names,
+    normalise_args, upstream_help,
 };

@@ -160,10 +160,14 @@ where
         if let Some(translated) = upstream.translated.iter().find(|t| t.name == name) {
             let value = match inline_value {
                 Some(value) => Some(value.to_owned()),
-                None => words.next_if(|next| next.to_str().is_some()).and_then(|next| next.into_string().ok()),
+                None => words
+                    .next_if(|next| next.to_str().is_some())
+                    .and_then(|next| next.into_string().ok()),
             };
             match value {
-                Some(value) => out.args.extend((translated.rewrite)(&value).into_iter().map(OsString::from)),
+                Some(value) => out
+                    .args
+                    .extend((translated.rewrite)(&value).into_iter().map(OsString::from)),
                 // No value: leave `--name` for clap to report as it would any missing value.
                 None => out.args.push(OsString::from(format!("--{name}"))),
             }
@@ -191,10 +195,14 @@ fn split_flag(text: &str) -> Option<(&str, Option<&str>)> {
 }
 
 fn find_ignored<'a>(upstream: &'a UpstreamFlags, name: &str) -> Option<&'a IgnoredFlag> {
-    upstream.ignored.iter().flat_map(|table| table.iter()).find(|flag| match flag.name.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => flag.name == name,
-    })
+    upstream
+        .ignored
+        .iter()
+        .flat_map(|table| table.iter())
+        .find(|flag| match flag.name.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => flag.name == name,
+        })
 }
 
 /// Every long flag name and alias of `command` and its subcommands, for [`normalise_args`].

@@ -23,7 +23,11 @@ pub struct Cli {
     #[arg(long, env = "KOORD_SCHEDULER_EXTENDER_PORT", default_value_t = 9443)]
     pub port: u16,
     /// Address the HTTPS listener binds.
-    #[arg(long, env = "KOORD_SCHEDULER_EXTENDER_BIND_ADDRESS", default_value = "0.0.0.0")]
+    #[arg(
+        long,
+        env = "KOORD_SCHEDULER_EXTENDER_BIND_ADDRESS",
+        default_value = "0.0.0.0"
+    )]
     pub bind_address: IpAddr,
     /// Directory with the serving certificate (`tls.crt`, `tls.key`), re-read on change.
     #[arg(

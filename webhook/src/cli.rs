@@ -54,10 +54,18 @@ pub struct ValidateArgs {
     #[arg(short = 'f', long = "file")]
     pub file: String,
     /// Namespace of the slo-controller-config.
-    #[arg(long, env = "KOORD_WEBHOOK_CONFIG_NAMESPACE", default_value = "koordinator-system")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_CONFIG_NAMESPACE",
+        default_value = "koordinator-system"
+    )]
     pub config_namespace: String,
     /// Name of the slo-controller-config.
-    #[arg(long, env = "KOORD_WEBHOOK_SLO_CONFIG_NAME", default_value = "slo-controller-config")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SLO_CONFIG_NAME",
+        default_value = "slo-controller-config"
+    )]
     pub slo_config_name: String,
     /// `text`: one line per violation. `json`: one array of
     /// `{document, kind, name, field, rule, message}` objects (`[]` when valid).
@@ -120,13 +128,21 @@ pub struct ServerArgs {
     #[arg(long, env = "KOORD_WEBHOOK_CERT_SYNC_INTERVAL", value_parser = koord_runtime::parse_interval, default_value = "60s")]
     pub cert_sync_interval: Duration,
     /// Secret holding the CA and serving certificate (--cert-mode secret).
-    #[arg(long, env = "KOORD_WEBHOOK_SECRET_NAME", default_value = "koordinator-webhook-certs")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SECRET_NAME",
+        default_value = "koordinator-webhook-certs"
+    )]
     pub secret_name: String,
     /// Namespace of the webhook (Secret, Service).
     #[arg(long, env = "POD_NAMESPACE", default_value = "koordinator-system")]
     pub namespace: String,
     /// Service in front of the webhook; its DNS names go into the serving certificate.
-    #[arg(long, env = "KOORD_WEBHOOK_SERVICE_NAME", default_value = "koordinator-webhook-service")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SERVICE_NAME",
+        default_value = "koordinator-webhook-service"
+    )]
     pub service_name: String,
     /// Extra host name (or IP) for the serving certificate, e.g. when API servers call a URL.
     #[arg(long, env = "KOORD_WEBHOOK_HOST")]
@@ -146,10 +162,18 @@ pub struct ServerArgs {
     )]
     pub validating_webhook_name: String,
     /// Namespace of the slo-controller-config.
-    #[arg(long, env = "KOORD_WEBHOOK_CONFIG_NAMESPACE", default_value = "koordinator-system")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_CONFIG_NAMESPACE",
+        default_value = "koordinator-system"
+    )]
     pub config_namespace: String,
     /// Name of the slo-controller-config.
-    #[arg(long, env = "KOORD_WEBHOOK_SLO_CONFIG_NAME", default_value = "slo-controller-config")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SLO_CONFIG_NAME",
+        default_value = "slo-controller-config"
+    )]
     pub slo_config_name: String,
     /// Never rewrite cpu/memory into batch/mid resources (upstream gate ColocationProfileSkipMutatingResources).
     #[arg(long, env = "KOORD_WEBHOOK_SKIP_MUTATING_RESOURCES", num_args = 0..=1, default_value = "false", default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]

@@ -68,10 +68,9 @@ fn serve(args: koord_webhook::cli::ServerArgs, notes: &StartupNotes) -> ExitCode
     {
         eprintln!("koord-webhook: a rustls crypto provider was already installed");
     }
-    if let Err(error) = koord_runtime::init_logging(
-        args.log_format,
-        koord_runtime::verbosity_filter(args.verbosity),
-    ) {
+    if let Err(error) =
+        koord_runtime::init_logging(args.log_format, koord_runtime::verbosity_filter(args.verbosity))
+    {
         eprintln!("koord-webhook: {error}");
         return ExitCode::from(2);
     }

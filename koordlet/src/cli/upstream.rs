@@ -16,8 +16,7 @@
 use std::ffi::OsString;
 
 use koord_runtime::{
-    CliCompat, EnvFallback, FlagValue, IgnoredFlag, KLOG_IGNORED, StartupNotes, TranslatedFlag,
-    UpstreamFlags,
+    CliCompat, EnvFallback, FlagValue, IgnoredFlag, KLOG_IGNORED, StartupNotes, TranslatedFlag, UpstreamFlags,
 };
 
 use super::Args;
@@ -26,8 +25,16 @@ use super::Args;
 pub const IGNORED: &[IgnoredFlag] = &[
     ignored("enable-pprof", FlagValue::Bool, "no pprof endpoint"),
     ignored("pprof-addr", FlagValue::Value, "no pprof endpoint"),
-    ignored("kube-api-qps", FlagValue::Value, "the client is not rate limited on our side"),
-    ignored("kube-api-burst", FlagValue::Value, "the client is not rate limited on our side"),
+    ignored(
+        "kube-api-qps",
+        FlagValue::Value,
+        "the client is not rate limited on our side",
+    ),
+    ignored(
+        "kube-api-burst",
+        FlagValue::Value,
+        "the client is not rate limited on our side",
+    ),
     ignored(
         "runtime-hooks-host-endpoint",
         FlagValue::Value,
@@ -43,10 +50,26 @@ pub const IGNORED: &[IgnoredFlag] = &[
         FlagValue::Value,
         "CPU suppress runs in its own fast loop, --suppress-interval (default 50ms)",
     ),
-    ignored("cpu-evict-interval-seconds", FlagValue::Value, "evictions are decided in the QoS round"),
-    ignored("cpu-evict-cool-time-seconds", FlagValue::Value, "not configurable by flag"),
-    ignored("memory-evict-interval-seconds", FlagValue::Value, "evictions are decided in the QoS round"),
-    ignored("memory-evict-cool-time-seconds", FlagValue::Value, "not configurable by flag"),
+    ignored(
+        "cpu-evict-interval-seconds",
+        FlagValue::Value,
+        "evictions are decided in the QoS round",
+    ),
+    ignored(
+        "cpu-evict-cool-time-seconds",
+        FlagValue::Value,
+        "not configurable by flag",
+    ),
+    ignored(
+        "memory-evict-interval-seconds",
+        FlagValue::Value,
+        "evictions are decided in the QoS round",
+    ),
+    ignored(
+        "memory-evict-cool-time-seconds",
+        FlagValue::Value,
+        "not configurable by flag",
+    ),
     ignored(
         "only-evict-by-api",
         FlagValue::Bool,
@@ -57,16 +80,56 @@ pub const IGNORED: &[IgnoredFlag] = &[
         FlagValue::Value,
         "--kubelet-url gives the kubelet's address",
     ),
-    ignored("kubelet-insecure-tls", FlagValue::Bool, "use an http:// --kubelet-url for the read-only port"),
-    ignored("kubelet-read-only-port", FlagValue::Value, "use an http:// --kubelet-url for the read-only port"),
-    ignored("kubelet-sync-interval", FlagValue::Value, "pods are read every --collect-interval"),
-    ignored("kubelet-sync-timeout", FlagValue::Value, "not configurable by flag"),
-    ignored("var-run-root-dir", FlagValue::Value, "no container runtime socket is used"),
-    ignored("run-root-dir", FlagValue::Value, "no container runtime socket is used"),
-    ignored("containerd-endpoint", FlagValue::Value, "no container runtime socket is used"),
-    ignored("docker-endpoint", FlagValue::Value, "no container runtime socket is used"),
-    ignored("pouch-endpoint", FlagValue::Value, "no container runtime socket is used"),
-    ignored("default-runtime-type", FlagValue::Value, "no container runtime socket is used"),
+    ignored(
+        "kubelet-insecure-tls",
+        FlagValue::Bool,
+        "use an http:// --kubelet-url for the read-only port",
+    ),
+    ignored(
+        "kubelet-read-only-port",
+        FlagValue::Value,
+        "use an http:// --kubelet-url for the read-only port",
+    ),
+    ignored(
+        "kubelet-sync-interval",
+        FlagValue::Value,
+        "pods are read every --collect-interval",
+    ),
+    ignored(
+        "kubelet-sync-timeout",
+        FlagValue::Value,
+        "not configurable by flag",
+    ),
+    ignored(
+        "var-run-root-dir",
+        FlagValue::Value,
+        "no container runtime socket is used",
+    ),
+    ignored(
+        "run-root-dir",
+        FlagValue::Value,
+        "no container runtime socket is used",
+    ),
+    ignored(
+        "containerd-endpoint",
+        FlagValue::Value,
+        "no container runtime socket is used",
+    ),
+    ignored(
+        "docker-endpoint",
+        FlagValue::Value,
+        "no container runtime socket is used",
+    ),
+    ignored(
+        "pouch-endpoint",
+        FlagValue::Value,
+        "no container runtime socket is used",
+    ),
+    ignored(
+        "default-runtime-type",
+        FlagValue::Value,
+        "no container runtime socket is used",
+    ),
 ];
 
 const fn ignored(name: &'static str, value: FlagValue, why: &'static str) -> IgnoredFlag {
@@ -74,7 +137,10 @@ const fn ignored(name: &'static str, value: FlagValue, why: &'static str) -> Ign
 }
 
 fn addr_to_both(value: &str) -> Vec<String> {
-    vec![format!("--metrics-addr={value}"), format!("--health-addr={value}")]
+    vec![
+        format!("--metrics-addr={value}"),
+        format!("--health-addr={value}"),
+    ]
 }
 
 fn sys_fs_to_resctrl(value: &str) -> Vec<String> {
@@ -186,20 +252,31 @@ mod tests {
         let cases: &[(&[&str], bool, bool)] = &[
             (&[], false, true),
             (&["--dry-run"], true, true),
-            (&["-dry-run=false", "--enable-nri-runtime-hook=false"], false, false),
+            (
+                &["-dry-run=false", "--enable-nri-runtime-hook=false"],
+                false,
+                false,
+            ),
             (&["--dry-run", "--enable-nri-runtime-hook"], true, true),
             (&["--dry-run=1", "--enable-nri-runtime-hook", "f"], true, false),
         ];
         for (flags, dry_run, nri) in cases {
             let argv = std::iter::once("koordlet").chain(flags.iter().copied());
             let (args, _) = parse(argv, &no_env).unwrap();
-            assert_eq!((args.agent.dry_run, args.agent.enable_nri_runtime_hook), (*dry_run, *nri), "{flags:?}");
+            assert_eq!(
+                (args.agent.dry_run, args.agent.enable_nri_runtime_hook),
+                (*dry_run, *nri),
+                "{flags:?}"
+            );
         }
     }
 
     #[test]
     fn unknown_flags_are_still_errors() {
-        for argv in [["koordlet", "--no-such-flag"], ["koordlet", "-cgroup-root-directory=/x"]] {
+        for argv in [
+            ["koordlet", "--no-such-flag"],
+            ["koordlet", "-cgroup-root-directory=/x"],
+        ] {
             let error = parse(argv, &no_env).unwrap_err();
             assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument, "{argv:?}");
         }
@@ -208,7 +285,9 @@ mod tests {
     #[test]
     fn plan_keeps_its_short_flags() {
         let (args, _) = parse(["koordlet", "plan", "-f", "-", "-cgroup-version=v2"], &no_env).unwrap();
-        let Some(super::super::Command::Plan(plan)) = args.command else { panic!("plan") };
+        let Some(super::super::Command::Plan(plan)) = args.command else {
+            panic!("plan")
+        };
         assert_eq!(plan.file, "-");
         assert_eq!(plan.cgroup_version, super::super::VersionArg::V2);
     }
@@ -216,8 +295,13 @@ mod tests {
     #[test]
     fn every_env_name_has_the_prefix() {
         for arg in Args::command().get_arguments() {
-            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else { continue };
-            assert!(env.starts_with("KOORDLET_") || ["KUBECONFIG", "NODE_NAME"].contains(&env), "{env}");
+            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
+            assert!(
+                env.starts_with("KOORDLET_") || ["KUBECONFIG", "NODE_NAME"].contains(&env),
+                "{env}"
+            );
         }
     }
 

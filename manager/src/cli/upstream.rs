@@ -13,27 +13,50 @@
 use std::ffi::OsString;
 
 use koord_runtime::{
-    CliCompat, EnvFallback, FallbackKind, FlagValue, IgnoredFlag, KLOG_IGNORED, StartupNotes,
-    UpstreamFlags,
+    CliCompat, EnvFallback, FallbackKind, FlagValue, IgnoredFlag, KLOG_IGNORED, StartupNotes, UpstreamFlags,
 };
 
 use super::Cli;
 
 /// Upstream koord-manager flags we accept and ignore (klog's too: [`KLOG_IGNORED`]).
 pub const IGNORED: &[IgnoredFlag] = &[
-    ignored("sync-period", FlagValue::Value, "the controllers re-check nodes every --resync-seconds"),
+    ignored(
+        "sync-period",
+        FlagValue::Value,
+        "the controllers re-check nodes every --resync-seconds",
+    ),
     ignored("enable-pprof", FlagValue::Bool, "no pprof endpoint"),
     ignored("pprof-addr", FlagValue::Value, "no pprof endpoint"),
-    ignored("rest-config-qps", FlagValue::Value, "the client is not rate limited on our side"),
-    ignored("rest-config-burst", FlagValue::Value, "the client is not rate limited on our side"),
-    ignored("leader-elect-resource-lock", FlagValue::Value, "the leader lock is always a Lease"),
-    ignored("namespace", FlagValue::Value, "the controllers watch every namespace"),
+    ignored(
+        "rest-config-qps",
+        FlagValue::Value,
+        "the client is not rate limited on our side",
+    ),
+    ignored(
+        "rest-config-burst",
+        FlagValue::Value,
+        "the client is not rate limited on our side",
+    ),
+    ignored(
+        "leader-elect-resource-lock",
+        FlagValue::Value,
+        "the leader lock is always a Lease",
+    ),
+    ignored(
+        "namespace",
+        FlagValue::Value,
+        "the controllers watch every namespace",
+    ),
     ignored(
         "feature-gates",
         FlagValue::Value,
         "upstream's manager gates switch webhooks, which koord-webhook's flags control",
     ),
-    ignored("noderesource-plugins", FlagValue::Value, "batch resources have no plugins"),
+    ignored(
+        "noderesource-plugins",
+        FlagValue::Value,
+        "batch resources have no plugins",
+    ),
     ignored(
         "node-strategy-name-need-check",
         FlagValue::Bool,
@@ -62,8 +85,16 @@ const fn deprecated(old: &'static str, new: &'static str, arg: &'static str) -> 
 
 /// The `KOORD_*` names earlier releases read, until the next release.
 pub const ENV_FALLBACKS: &[EnvFallback] = &[
-    deprecated("KOORD_CONFIG_NAMESPACE", "KOORD_MANAGER_CONFIG_NAMESPACE", "config_namespace"),
-    deprecated("KOORD_SLO_CONFIG_NAME", "KOORD_MANAGER_SLO_CONFIG_NAME", "slo_config_name"),
+    deprecated(
+        "KOORD_CONFIG_NAMESPACE",
+        "KOORD_MANAGER_CONFIG_NAMESPACE",
+        "config_namespace",
+    ),
+    deprecated(
+        "KOORD_SLO_CONFIG_NAME",
+        "KOORD_MANAGER_SLO_CONFIG_NAME",
+        "slo_config_name",
+    ),
     deprecated("KOORD_CONTROLLERS", "KOORD_MANAGER_CONTROLLERS", "controllers"),
     deprecated("KOORD_LEADER_ELECT", "KOORD_MANAGER_LEADER_ELECT", "leader_elect"),
     deprecated(
@@ -135,10 +166,16 @@ mod tests {
         assert!(run.leader_elect);
         assert_eq!(run.metrics_addr, "0.0.0.0:8080".parse::<SocketAddr>().unwrap());
         assert_eq!(run.health_addr, "0.0.0.0:8000".parse::<SocketAddr>().unwrap());
-        assert_eq!(run.leader_election_namespace.as_deref(), Some("koordinator-system"));
+        assert_eq!(
+            run.leader_election_namespace.as_deref(),
+            Some("koordinator-system")
+        );
         assert_eq!(run.config_namespace, "koordinator-system");
         assert_eq!(run.verbosity, Some(4));
-        assert_eq!(flags(&notes), ["--logtostderr", "--feature-gates", "--sync-period"]);
+        assert_eq!(
+            flags(&notes),
+            ["--logtostderr", "--feature-gates", "--sync-period"]
+        );
     }
 
     #[test]
@@ -156,13 +193,35 @@ mod tests {
             assert_eq!(cli.run.leader_elect, *want, "{args:?}");
         }
         let (cli, notes) = parse(
-            ["koord-manager", "-metrics-addr=:9", "-v", "5", "-pprof-addr", ":8090", "-enable-pprof"],
+            [
+                "koord-manager",
+                "-metrics-addr=:9",
+                "-v",
+                "5",
+                "-pprof-addr",
+                ":8090",
+                "-enable-pprof",
+            ],
             &no_env,
         )
         .unwrap();
         assert_eq!(cli.run.metrics_addr.port(), 9);
         assert_eq!(cli.run.verbosity, Some(5));
         assert_eq!(flags(&notes), ["--pprof-addr", "--enable-pprof"]);
+        // As in Go, a flag given twice (chart args, then extraArgs) takes its last value.
+        let (cli, _) = parse(
+            [
+                "koord-manager",
+                "--leader-elect=true",
+                "--enable-leader-election=false",
+                "--v=2",
+                "-v=3",
+            ],
+            &no_env,
+        )
+        .unwrap();
+        assert!(!cli.run.leader_elect);
+        assert_eq!(cli.run.verbosity, Some(3));
     }
 
     #[test]
@@ -203,7 +262,12 @@ mod tests {
         let old: Vec<&str> = notes.env_fallbacks.iter().map(|u| u.old).collect();
         assert_eq!(
             old,
-            ["KOORD_CONFIG_NAMESPACE", "KOORD_CONTROLLERS", "KOORD_LEADER_ELECT", "KOORD_RESYNC_SECONDS"]
+            [
+                "KOORD_CONFIG_NAMESPACE",
+                "KOORD_CONTROLLERS",
+                "KOORD_LEADER_ELECT",
+                "KOORD_RESYNC_SECONDS"
+            ]
         );
         // The command line still wins over an old name.
         let (cli, _) = parse(["koord-manager", "--config-namespace=ns"], &lookup).unwrap();
@@ -213,9 +277,14 @@ mod tests {
     #[test]
     fn every_env_name_has_the_prefix_and_every_fallback_its_flag() {
         let command = Cli::command();
-        assert_eq!(koord_runtime::missing_fallback_args(&command, ENV_FALLBACKS), Vec::<String>::new());
+        assert_eq!(
+            koord_runtime::missing_fallback_args(&command, ENV_FALLBACKS),
+            Vec::<String>::new()
+        );
         for arg in command.get_arguments() {
-            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else { continue };
+            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
             assert!(
                 env.starts_with("KOORD_MANAGER_") || ["KUBECONFIG", "POD_NAME"].contains(&env),
                 "{env}"
@@ -223,7 +292,12 @@ mod tests {
         }
         for entry in ENV_FALLBACKS {
             let arg = command.get_arguments().find(|a| a.get_id() == entry.arg).unwrap();
-            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(entry.new), "{}", entry.old);
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(entry.new),
+                "{}",
+                entry.old
+            );
         }
     }
 
@@ -231,7 +305,14 @@ mod tests {
     fn help_documents_aliases_and_ignored_flags() {
         let error = parse(["koord-manager", "--help"], &no_env).unwrap_err();
         let help = error.to_string();
-        for needle in ["--enable-leader-election", "--health-probe-addr", "--v <N>", "--logtostderr", "--sync-period", "--rest-config-qps"] {
+        for needle in [
+            "--enable-leader-election",
+            "--health-probe-addr",
+            "--v <N>",
+            "--logtostderr",
+            "--sync-period",
+            "--rest-config-qps",
+        ] {
             assert!(help.contains(needle), "{needle} in:\n{help}");
         }
     }

@@ -1,7 +1,10 @@
 use super::*;
 
 fn rewrite_addr(value: &str) -> Vec<String> {
-    vec![format!("--metrics-addr={value}"), format!("--health-addr={value}")]
+    vec![
+        format!("--metrics-addr={value}"),
+        format!("--health-addr={value}"),
+    ]
 }
 
 const TABLE: UpstreamFlags = UpstreamFlags {
@@ -30,15 +33,25 @@ const TABLE: UpstreamFlags = UpstreamFlags {
 };
 
 fn known() -> BTreeSet<String> {
-    ["metrics-addr", "health-addr", "cgroup-root", "cgroup-root-dir", "v", "file", "dry-run"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
+    [
+        "metrics-addr",
+        "health-addr",
+        "cgroup-root",
+        "cgroup-root-dir",
+        "v",
+        "file",
+        "dry-run",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect()
 }
 
 fn normalise(args: &[&str]) -> Normalised {
     normalise_args(
-        std::iter::once("bin").chain(args.iter().copied()).map(OsString::from),
+        std::iter::once("bin")
+            .chain(args.iter().copied())
+            .map(OsString::from),
         &known(),
         &TABLE,
     )
@@ -57,7 +70,11 @@ fn rewrites_upstream_spellings_into_ours() {
     // (argv after the program name, argv clap sees, ignored flags reported)
     let cases: &[(&[&str], &[&str], &[&str])] = &[
         // single-dash long flags become double-dash, with or without `=`
-        (&["-cgroup-root-dir=/host-cgroup/"], &["--cgroup-root-dir=/host-cgroup/"], &[]),
+        (
+            &["-cgroup-root-dir=/host-cgroup/"],
+            &["--cgroup-root-dir=/host-cgroup/"],
+            &[],
+        ),
         (&["-cgroup-root", "/x"], &["--cgroup-root", "/x"], &[]),
         // klog's -v is a long flag of ours
         (&["-v=4"], &["--v=4"], &[]),
@@ -76,22 +93,44 @@ fn rewrites_upstream_spellings_into_ours() {
         (&["-logtostderr", "--dry-run"], &["--dry-run"], &["--logtostderr"]),
         // ignored value flags: `=value` or the next word
         (&["--sync-period=0"], &[], &["--sync-period"]),
-        (&["--sync-period", "0", "--dry-run"], &["--dry-run"], &["--sync-period"]),
-        (&["--sync-period", "--dry-run"], &["--dry-run"], &["--sync-period"]),
+        (
+            &["--sync-period", "0", "--dry-run"],
+            &["--dry-run"],
+            &["--sync-period"],
+        ),
+        (
+            &["--sync-period", "--dry-run"],
+            &["--dry-run"],
+            &["--sync-period"],
+        ),
         // prefix patterns
         (
-            &["--colocation-profile-qps=10", "--colocation-profile-reconcile-by-default"],
+            &[
+                "--colocation-profile-qps=10",
+                "--colocation-profile-reconcile-by-default",
+            ],
             &[],
-            &["--colocation-profile-qps", "--colocation-profile-reconcile-by-default"],
+            &[
+                "--colocation-profile-qps",
+                "--colocation-profile-reconcile-by-default",
+            ],
         ),
         // reported once however often given
         (&["--logtostderr", "--logtostderr=false"], &[], &["--logtostderr"]),
         // translated flags, single or double dash, value inline or next
-        (&["-addr=:9316"], &["--metrics-addr=:9316", "--health-addr=:9316"], &[]),
+        (
+            &["-addr=:9316"],
+            &["--metrics-addr=:9316", "--health-addr=:9316"],
+            &[],
+        ),
         (&["--addr", ":1"], &["--metrics-addr=:1", "--health-addr=:1"], &[]),
         (&["--addr"], &["--addr"], &[]),
         // everything after `--` is left alone
-        (&["--", "-logtostderr", "-v=4"], &["--", "-logtostderr", "-v=4"], &[]),
+        (
+            &["--", "-logtostderr", "-v=4"],
+            &["--", "-logtostderr", "-v=4"],
+            &[],
+        ),
     ];
     for (input, want_args, want_ignored) in cases {
         let got = normalise(input);
@@ -104,11 +143,7 @@ fn rewrites_upstream_spellings_into_ours() {
 fn the_program_name_and_non_utf8_words_are_kept() {
     use std::os::unix::ffi::OsStringExt;
     let odd = OsString::from_vec(vec![b'-', 0xff]);
-    let got = normalise_args(
-        [OsString::from("-prog"), odd.clone()],
-        &known(),
-        &TABLE,
-    );
+    let got = normalise_args([OsString::from("-prog"), odd.clone()], &known(), &TABLE);
     assert_eq!(got.args, vec![OsString::from("-prog"), odd]);
 }
 
@@ -127,7 +162,11 @@ fn ignored_uses_carry_the_reason() {
 #[test]
 fn long_names_include_aliases_and_subcommands() {
     let command = clap::Command::new("bin")
-        .arg(clap::Arg::new("root").long("cgroup-root").visible_alias("cgroup-root-dir"))
+        .arg(
+            clap::Arg::new("root")
+                .long("cgroup-root")
+                .visible_alias("cgroup-root-dir"),
+        )
         .subcommand(clap::Command::new("plan").arg(clap::Arg::new("file").short('f').long("file")));
     let names = long_names(&command);
     for name in ["cgroup-root", "cgroup-root-dir", "file"] {
@@ -138,7 +177,12 @@ fn long_names_include_aliases_and_subcommands() {
 #[test]
 fn help_names_every_translated_and_ignored_flag() {
     let help = upstream_help(&TABLE);
-    for needle in ["--addr → --metrics-addr and --health-addr", "--logtostderr", "--sync-period", "--colocation-profile-*"] {
+    for needle in [
+        "--addr → --metrics-addr and --health-addr",
+        "--logtostderr",
+        "--sync-period",
+        "--colocation-profile-*",
+    ] {
         assert!(help.contains(needle), "{needle} in {help}");
     }
 }

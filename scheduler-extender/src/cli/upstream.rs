@@ -7,9 +7,7 @@
 
 use std::ffi::OsString;
 
-use koord_runtime::{
-    CliCompat, EnvFallback, FallbackKind, KLOG_IGNORED, StartupNotes, UpstreamFlags,
-};
+use koord_runtime::{CliCompat, EnvFallback, FallbackKind, KLOG_IGNORED, StartupNotes, UpstreamFlags};
 
 use super::Cli;
 
@@ -26,17 +24,41 @@ const fn deprecated(old: &'static str, new: &'static str, arg: &'static str) -> 
 /// The unprefixed names earlier releases read, until the next release.
 pub const ENV_FALLBACKS: &[EnvFallback] = &[
     deprecated("EXTENDER_PORT", "KOORD_SCHEDULER_EXTENDER_PORT", "port"),
-    deprecated("EXTENDER_BIND_ADDRESS", "KOORD_SCHEDULER_EXTENDER_BIND_ADDRESS", "bind_address"),
-    deprecated("EXTENDER_CERT_DIR", "KOORD_SCHEDULER_EXTENDER_CERT_DIR", "cert_dir"),
+    deprecated(
+        "EXTENDER_BIND_ADDRESS",
+        "KOORD_SCHEDULER_EXTENDER_BIND_ADDRESS",
+        "bind_address",
+    ),
+    deprecated(
+        "EXTENDER_CERT_DIR",
+        "KOORD_SCHEDULER_EXTENDER_CERT_DIR",
+        "cert_dir",
+    ),
     deprecated(
         "EXTENDER_CERT_SYNC_INTERVAL",
         "KOORD_SCHEDULER_EXTENDER_CERT_SYNC_INTERVAL",
         "cert_sync_interval",
     ),
-    deprecated("HEALTH_ADDR", "KOORD_SCHEDULER_EXTENDER_HEALTH_ADDR", "health_addr"),
-    deprecated("METRICS_ADDR", "KOORD_SCHEDULER_EXTENDER_METRICS_ADDR", "metrics_addr"),
-    deprecated("CONFIG_NAMESPACE", "KOORD_SCHEDULER_EXTENDER_CONFIG_NAMESPACE", "config_namespace"),
-    deprecated("SLO_CONFIG_NAME", "KOORD_SCHEDULER_EXTENDER_SLO_CONFIG_NAME", "slo_config_name"),
+    deprecated(
+        "HEALTH_ADDR",
+        "KOORD_SCHEDULER_EXTENDER_HEALTH_ADDR",
+        "health_addr",
+    ),
+    deprecated(
+        "METRICS_ADDR",
+        "KOORD_SCHEDULER_EXTENDER_METRICS_ADDR",
+        "metrics_addr",
+    ),
+    deprecated(
+        "CONFIG_NAMESPACE",
+        "KOORD_SCHEDULER_EXTENDER_CONFIG_NAMESPACE",
+        "config_namespace",
+    ),
+    deprecated(
+        "SLO_CONFIG_NAME",
+        "KOORD_SCHEDULER_EXTENDER_SLO_CONFIG_NAME",
+        "slo_config_name",
+    ),
     deprecated(
         "CPU_USAGE_THRESHOLD_PERCENT",
         "KOORD_SCHEDULER_EXTENDER_CPU_USAGE_THRESHOLD_PERCENT",
@@ -53,13 +75,21 @@ pub const ENV_FALLBACKS: &[EnvFallback] = &[
         "node_metric_expiration",
     ),
     deprecated("CPU_WEIGHT", "KOORD_SCHEDULER_EXTENDER_CPU_WEIGHT", "cpu_weight"),
-    deprecated("MEMORY_WEIGHT", "KOORD_SCHEDULER_EXTENDER_MEMORY_WEIGHT", "memory_weight"),
+    deprecated(
+        "MEMORY_WEIGHT",
+        "KOORD_SCHEDULER_EXTENDER_MEMORY_WEIGHT",
+        "memory_weight",
+    ),
     deprecated(
         "BATCH_HEADROOM_WEIGHT",
         "KOORD_SCHEDULER_EXTENDER_BATCH_HEADROOM_WEIGHT",
         "batch_headroom_weight",
     ),
-    deprecated("LOAD_WEIGHT", "KOORD_SCHEDULER_EXTENDER_LOAD_WEIGHT", "load_weight"),
+    deprecated(
+        "LOAD_WEIGHT",
+        "KOORD_SCHEDULER_EXTENDER_LOAD_WEIGHT",
+        "load_weight",
+    ),
     deprecated(
         "CPU_ESTIMATE_PERCENT",
         "KOORD_SCHEDULER_EXTENDER_CPU_ESTIMATE_PERCENT",
@@ -142,10 +172,13 @@ mod tests {
 
     #[test]
     fn old_environment_names_still_work() {
-        let env: BTreeMap<&str, &str> =
-            [("EXTENDER_PORT", "10443"), ("LOAD_WEIGHT", "3"), ("METRICS_ADDR", ":9090")]
-                .into_iter()
-                .collect();
+        let env: BTreeMap<&str, &str> = [
+            ("EXTENDER_PORT", "10443"),
+            ("LOAD_WEIGHT", "3"),
+            ("METRICS_ADDR", ":9090"),
+        ]
+        .into_iter()
+        .collect();
         let lookup = |name: &str| env.get(name).map(OsString::from);
         let (cli, notes) = parse(["koord-scheduler-extender"], &lookup).unwrap();
         assert_eq!(cli.port, 10443);
@@ -159,14 +192,27 @@ mod tests {
     #[test]
     fn every_env_name_has_the_prefix_and_every_fallback_its_flag() {
         let command = Cli::command();
-        assert_eq!(koord_runtime::missing_fallback_args(&command, ENV_FALLBACKS), Vec::<String>::new());
+        assert_eq!(
+            koord_runtime::missing_fallback_args(&command, ENV_FALLBACKS),
+            Vec::<String>::new()
+        );
         for arg in command.get_arguments() {
-            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else { continue };
-            assert!(env.starts_with("KOORD_SCHEDULER_EXTENDER_") || env == "KUBECONFIG", "{env}");
+            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
+            assert!(
+                env.starts_with("KOORD_SCHEDULER_EXTENDER_") || env == "KUBECONFIG",
+                "{env}"
+            );
         }
         for entry in ENV_FALLBACKS {
             let arg = command.get_arguments().find(|a| a.get_id() == entry.arg).unwrap();
-            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(entry.new), "{}", entry.old);
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(entry.new),
+                "{}",
+                entry.old
+            );
         }
     }
 }

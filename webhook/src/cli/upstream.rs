@@ -14,21 +14,40 @@
 use std::ffi::OsString;
 
 use koord_runtime::{
-    CliCompat, EnvFallback, FallbackKind, FlagValue, IgnoredFlag, KLOG_IGNORED, StartupNotes,
-    UpstreamFlags,
+    CliCompat, EnvFallback, FallbackKind, FlagValue, IgnoredFlag, KLOG_IGNORED, StartupNotes, UpstreamFlags,
 };
 
 use super::Cli;
 
 /// Upstream koord-manager flags the webhook accepts and ignores (klog's too: [`KLOG_IGNORED`]).
 pub const IGNORED: &[IgnoredFlag] = &[
-    ignored("enable-leader-election", FlagValue::Bool, "every koord-webhook replica serves"),
-    ignored("leader-election-namespace", FlagValue::Value, "every koord-webhook replica serves"),
-    ignored("sync-period", FlagValue::Value, "the webhook keeps no resynced cache"),
+    ignored(
+        "enable-leader-election",
+        FlagValue::Bool,
+        "every koord-webhook replica serves",
+    ),
+    ignored(
+        "leader-election-namespace",
+        FlagValue::Value,
+        "every koord-webhook replica serves",
+    ),
+    ignored(
+        "sync-period",
+        FlagValue::Value,
+        "the webhook keeps no resynced cache",
+    ),
     ignored("enable-pprof", FlagValue::Bool, "no pprof endpoint"),
     ignored("pprof-addr", FlagValue::Value, "no pprof endpoint"),
-    ignored("rest-config-qps", FlagValue::Value, "the client is not rate limited on our side"),
-    ignored("rest-config-burst", FlagValue::Value, "the client is not rate limited on our side"),
+    ignored(
+        "rest-config-qps",
+        FlagValue::Value,
+        "the client is not rate limited on our side",
+    ),
+    ignored(
+        "rest-config-burst",
+        FlagValue::Value,
+        "the client is not rate limited on our side",
+    ),
     ignored(
         "feature-gates",
         FlagValue::Value,
@@ -71,27 +90,55 @@ pub const ENV_FALLBACKS: &[EnvFallback] = &[
     upstream("WEBHOOK_HOST", "KOORD_WEBHOOK_HOST", "webhook_host"),
     upstream("SECRET_NAME", "KOORD_WEBHOOK_SECRET_NAME", "secret_name"),
     upstream("SERVICE_NAME", "KOORD_WEBHOOK_SERVICE_NAME", "service_name"),
-    upstream("MUTATING_WEBHOOK_NAME", "KOORD_WEBHOOK_MUTATING_WEBHOOK_NAME", "mutating_webhook_name"),
+    upstream(
+        "MUTATING_WEBHOOK_NAME",
+        "KOORD_WEBHOOK_MUTATING_WEBHOOK_NAME",
+        "mutating_webhook_name",
+    ),
     upstream(
         "VALIDATING_WEBHOOK_NAME",
         "KOORD_WEBHOOK_VALIDATING_WEBHOOK_NAME",
         "validating_webhook_name",
     ),
-    deprecated("WEBHOOK_BIND_ADDRESS", "KOORD_WEBHOOK_BIND_ADDRESS", "bind_address"),
+    deprecated(
+        "WEBHOOK_BIND_ADDRESS",
+        "KOORD_WEBHOOK_BIND_ADDRESS",
+        "bind_address",
+    ),
     deprecated("HEALTH_ADDR", "KOORD_WEBHOOK_HEALTH_ADDR", "health_addr"),
     deprecated("METRICS_ADDR", "KOORD_WEBHOOK_METRICS_ADDR", "metrics_addr"),
     deprecated("WEBHOOK_CERT_MODE", "KOORD_WEBHOOK_CERT_MODE", "cert_mode"),
     upstream("WEBHOOK_CERT_DIR", "KOORD_WEBHOOK_CERT_DIR", "cert_dir"),
-    deprecated("WEBHOOK_CERT_SYNC_INTERVAL", "KOORD_WEBHOOK_CERT_SYNC_INTERVAL", "cert_sync_interval"),
-    deprecated("CONFIG_NAMESPACE", "KOORD_WEBHOOK_CONFIG_NAMESPACE", "config_namespace"),
+    deprecated(
+        "WEBHOOK_CERT_SYNC_INTERVAL",
+        "KOORD_WEBHOOK_CERT_SYNC_INTERVAL",
+        "cert_sync_interval",
+    ),
+    deprecated(
+        "CONFIG_NAMESPACE",
+        "KOORD_WEBHOOK_CONFIG_NAMESPACE",
+        "config_namespace",
+    ),
     EnvFallback {
         subcommand: Some("validate"),
-        ..deprecated("CONFIG_NAMESPACE", "KOORD_WEBHOOK_CONFIG_NAMESPACE", "config_namespace")
+        ..deprecated(
+            "CONFIG_NAMESPACE",
+            "KOORD_WEBHOOK_CONFIG_NAMESPACE",
+            "config_namespace",
+        )
     },
-    deprecated("SLO_CONFIG_NAME", "KOORD_WEBHOOK_SLO_CONFIG_NAME", "slo_config_name"),
+    deprecated(
+        "SLO_CONFIG_NAME",
+        "KOORD_WEBHOOK_SLO_CONFIG_NAME",
+        "slo_config_name",
+    ),
     EnvFallback {
         subcommand: Some("validate"),
-        ..deprecated("SLO_CONFIG_NAME", "KOORD_WEBHOOK_SLO_CONFIG_NAME", "slo_config_name")
+        ..deprecated(
+            "SLO_CONFIG_NAME",
+            "KOORD_WEBHOOK_SLO_CONFIG_NAME",
+            "slo_config_name",
+        )
     },
     deprecated(
         "SKIP_MUTATING_RESOURCES",
@@ -171,12 +218,18 @@ mod tests {
         assert!(server.skip_mutating_resources);
         assert!(!server.disable_extended_resource_spec);
         let ignored: Vec<&str> = notes.ignored_flags.iter().map(|i| i.flag.as_str()).collect();
-        assert_eq!(ignored, ["--logtostderr", "--enable-leader-election", "--feature-gates"]);
+        assert_eq!(
+            ignored,
+            ["--logtostderr", "--enable-leader-election", "--feature-gates"]
+        );
     }
 
     #[test]
     fn unknown_flags_are_still_errors() {
-        for args in [["koord-webhook", "--no-such-flag"], ["koord-webhook", "-metrics-address=:1"]] {
+        for args in [
+            ["koord-webhook", "--no-such-flag"],
+            ["koord-webhook", "-metrics-address=:1"],
+        ] {
             let error = parse(args, &no_env).unwrap_err();
             assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
         }
@@ -201,10 +254,12 @@ mod tests {
         assert_eq!(server.secret_name, "certs");
         assert_eq!(server.health_addr.to_string(), "0.0.0.0:9000");
         assert!(server.skip_mutating_resources);
-        assert_eq!(server.kubeconfig.as_deref(), Some(std::path::Path::new("/etc/kubeconfig")));
+        assert_eq!(
+            server.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/kubeconfig"))
+        );
         assert_eq!(server.config_namespace, "kube-system");
-        let kinds: Vec<(&str, FallbackKind)> =
-            notes.env_fallbacks.iter().map(|u| (u.old, u.kind)).collect();
+        let kinds: Vec<(&str, FallbackKind)> = notes.env_fallbacks.iter().map(|u| (u.old, u.kind)).collect();
         assert_eq!(
             kinds,
             [
@@ -217,17 +272,24 @@ mod tests {
             ]
         );
         let (cli, _) = parse(["koord-webhook", "validate", "-f", "-"], &lookup).unwrap();
-        let Some(Command::Validate(validate)) = cli.command else { panic!("validate") };
+        let Some(Command::Validate(validate)) = cli.command else {
+            panic!("validate")
+        };
         assert_eq!(validate.config_namespace, "kube-system");
     }
 
     #[test]
     fn every_env_name_has_the_prefix_and_every_fallback_its_flag() {
         let command = Cli::command();
-        assert_eq!(koord_runtime::missing_fallback_args(&command, ENV_FALLBACKS), Vec::<String>::new());
+        assert_eq!(
+            koord_runtime::missing_fallback_args(&command, ENV_FALLBACKS),
+            Vec::<String>::new()
+        );
         let scopes = std::iter::once(&command).chain(command.get_subcommands());
         for arg in scopes.flat_map(|c| c.get_arguments()) {
-            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else { continue };
+            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
             assert!(
                 env.starts_with("KOORD_WEBHOOK_") || ["KUBECONFIG", "POD_NAMESPACE"].contains(&env),
                 "{env}"
@@ -237,8 +299,15 @@ mod tests {
 
     #[test]
     fn help_documents_aliases_and_ignored_flags() {
-        let help = parse(["koord-webhook", "--help"], &no_env).unwrap_err().to_string();
-        for needle in ["--health-probe-addr", "--v <N>", "--logtostderr", "--enable-leader-election"] {
+        let help = parse(["koord-webhook", "--help"], &no_env)
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "--health-probe-addr",
+            "--v <N>",
+            "--logtostderr",
+            "--enable-leader-election",
+        ] {
             assert!(help.contains(needle), "{needle} in:\n{help}");
         }
     }
