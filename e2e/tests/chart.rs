@@ -7,7 +7,8 @@
 //! mutates a pod created through the API; the calls koord-webhook and koord-manager really make
 //! there are all allowed by the rendered roles. `values.schema.json` refuses wrong values; the
 //! labels and selectors (`koord-app`, `selectorStyle`), PodDisruptionBudgets, anti-affinity and
-//! the optional Prometheus objects select what they should.
+//! the optional Prometheus objects select what they should; upstream Koordinator flags in
+//! `extraArgs` start every component.
 //!
 //! Needs helm (`scripts/install-helm.sh`, or `$HELM`); without it every test prints
 //! `skipped: helm not found` and passes.
@@ -21,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use base64::Engine;
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -67,6 +68,40 @@ const VARIANTS: &[&[&str]] = &[
     ],
 ];
 
+/// The environment the chart tests parse with: none, so the chart's args alone decide (the
+/// components read old environment names through this lookup).
+fn no_env(_: &str) -> Option<std::ffi::OsString> {
+    None
+}
+
+/// koord-manager's flags parsed as the binary parses them (upstream spellings normalised).
+fn manager_cli<I: IntoIterator<Item = A>, A: Into<std::ffi::OsString>>(
+    argv: I,
+) -> Result<koord_manager::cli::Cli, clap::Error> {
+    koord_manager::cli::parse(argv, &no_env).map(|(cli, _)| cli)
+}
+
+/// koord-webhook's flags parsed as the binary parses them.
+fn webhook_cli<I: IntoIterator<Item = A>, A: Into<std::ffi::OsString>>(
+    argv: I,
+) -> Result<koord_webhook::cli::Cli, clap::Error> {
+    koord_webhook::cli::parse(argv, &no_env).map(|(cli, _)| cli)
+}
+
+/// koordlet's flags parsed as the binary parses them.
+fn koordlet_args<I: IntoIterator<Item = A>, A: Into<std::ffi::OsString>>(
+    argv: I,
+) -> Result<koordlet::cli::Args, clap::Error> {
+    koordlet::cli::parse(argv, &no_env).map(|(args, _)| args)
+}
+
+/// koord-scheduler-extender's flags parsed as the binary parses them.
+fn extender_cli<I: IntoIterator<Item = A>, A: Into<std::ffi::OsString>>(
+    argv: I,
+) -> Result<koord_scheduler_extender::cli::Cli, clap::Error> {
+    koord_scheduler_extender::cli::parse(argv, &no_env).map(|(cli, _)| cli)
+}
+
 fn variant_name(set: &[&str]) -> String {
     if set.is_empty() {
         "defaults".into()
@@ -91,6 +126,8 @@ mod render;
 mod scheduler;
 #[path = "chart_cases/schema.rs"]
 mod schema;
+#[path = "chart_cases/upstream_args.rs"]
+mod upstream_args;
 #[path = "chart_cases/versions.rs"]
 mod versions;
 #[path = "chart_cases/wiring.rs"]

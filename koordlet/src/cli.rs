@@ -1,11 +1,15 @@
-//! Command line: the agent's flags (each also an environment variable) and the `plan` command.
+//! Command line: the agent's flags (each also an environment variable, `KOORDLET_*`) and the
+//! `plan` command. Upstream koordlet's spellings are accepted too: see [`upstream`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use koord_runtime::LogFormat;
+
+pub mod upstream;
+pub use upstream::parse;
 
 /// koordlet: the Koordinator node agent (metrics, NodeMetric reporting, BE cgroup limits).
 #[derive(Debug, Parser)]
@@ -95,13 +99,28 @@ pub struct AgentArgs {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// cgroup mount root.
-    #[arg(long, env = "KOORDLET_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
+    #[arg(
+        long,
+        visible_alias = "cgroup-root-dir",
+        env = "KOORDLET_CGROUP_ROOT",
+        default_value = "/sys/fs/cgroup"
+    )]
     pub cgroup_root: PathBuf,
     /// procfs root.
-    #[arg(long, env = "KOORDLET_PROC_ROOT", default_value = "/proc")]
+    #[arg(
+        long,
+        visible_alias = "proc-root-dir",
+        env = "KOORDLET_PROC_ROOT",
+        default_value = "/proc"
+    )]
     pub proc_root: PathBuf,
     /// sysfs root.
-    #[arg(long, env = "KOORDLET_SYS_ROOT", default_value = "/sys")]
+    #[arg(
+        long,
+        visible_alias = "sys-root-dir",
+        env = "KOORDLET_SYS_ROOT",
+        default_value = "/sys"
+    )]
     pub sys_root: PathBuf,
     /// The `/proc/sys` root system_config writes sysctls below.
     #[arg(long, env = "KOORDLET_PROC_SYS_ROOT", default_value = "/proc/sys")]
@@ -110,17 +129,23 @@ pub struct AgentArgs {
     /// them, so a restart can still restore them).
     #[arg(long, env = "KOORDLET_STATE_DIR", default_value = "/var/lib/koordlet")]
     pub state_dir: PathBuf,
-    /// resctrl mount (gate RdtResctrl: per-class cache and memory bandwidth groups).
+    /// resctrl mount (gate RdtResctrl: per-class cache and memory bandwidth groups). Upstream's
+    /// `--sys-fs-root-dir=DIR` sets it to `DIR/resctrl`.
     #[arg(long, env = "KOORDLET_RESCTRL_ROOT", default_value = "/sys/fs/resctrl")]
     pub resctrl_root: PathBuf,
     /// Mount resctrl at `--resctrl-root` when the CPU supports it and it is not mounted
     /// (otherwise an unmounted resctrl turns the feature off).
-    #[arg(long, env = "KOORDLET_MOUNT_RESCTRL")]
+    #[arg(long, env = "KOORDLET_MOUNT_RESCTRL", num_args = 0..=1, default_value = "false", default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]
     pub mount_resctrl: bool,
     /// The kubelet's root dir, read-only: its `cpu_manager_state` tells whether the kubelet runs
     /// the static CPU manager (then CPU set policies are refused and cpu suppress narrows BE
     /// containers only).
-    #[arg(long, env = "KOORDLET_KUBELET_ROOT_DIR", default_value = "/var/lib/kubelet")]
+    #[arg(
+        long,
+        visible_alias = "var-lib-kubelet-dir",
+        env = "KOORDLET_KUBELET_ROOT_DIR",
+        default_value = "/var/lib/kubelet"
+    )]
     pub kubelet_root_dir: PathBuf,
     /// Where the CPU set policy allocations are kept, so a restart keeps every pinned container
     /// on its CPUs (node-local; created on the first allocation).
@@ -136,7 +161,7 @@ pub struct AgentArgs {
     pub nri_socket: PathBuf,
     /// Runtime hooks over NRI (upstream's `RuntimeHooksNRI`); with `false` only the reconcile
     /// loop applies BE limits.
-    #[arg(long, env = "KOORDLET_ENABLE_NRI_RUNTIME_HOOK", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "KOORDLET_ENABLE_NRI_RUNTIME_HOOK", default_value = "true", num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]
     pub enable_nri_runtime_hook: bool,
     /// The kubelet's cgroup driver.
     #[arg(long, env = "KOORDLET_CGROUP_DRIVER", value_enum, default_value = "auto")]
@@ -148,7 +173,7 @@ pub struct AgentArgs {
     #[arg(long, env = "KOORDLET_KUBELET_URL", default_value = crate::states::sources::DEFAULT_KUBELET_URL)]
     pub kubelet_url: String,
     /// Time between two collection rounds (and BE limit reconciliations).
-    #[arg(long, env = "KOORDLET_COLLECT_INTERVAL", default_value = "1s", value_parser = parse_interval)]
+    #[arg(long, visible_alias = "collect-res-used-interval", env = "KOORDLET_COLLECT_INTERVAL", default_value = "1s", value_parser = parse_interval)]
     pub collect_interval: Duration,
     /// Tick of the fast CPU suppress loop (gate BECPUSuppress, policy cfsQuota): how often the
     /// node, kubepods and besteffort CPU counters are read and the besteffort quota adjusted.
@@ -159,7 +184,7 @@ pub struct AgentArgs {
     #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "", long_help = koordlet_core::features::HELP)]
     pub feature_gates: String,
     /// Decide and log, write nothing.
-    #[arg(long, env = "KOORDLET_DRY_RUN")]
+    #[arg(long, env = "KOORDLET_DRY_RUN", num_args = 0..=1, default_value = "false", default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]
     pub dry_run: bool,
     /// When the Eviction API refuses an eviction (429: a PodDisruptionBudget) or cannot be
     /// reached: `none` reports the failure and decides again next round; `delete` deletes the
@@ -172,15 +197,19 @@ pub struct AgentArgs {
     /// `RLIMIT_NOFILE` soft limit, at most 8192. 0 opens and closes every file every round.
     #[arg(long, env = "KOORDLET_MAX_KEPT_CGROUP_FILES")]
     pub max_kept_cgroup_files: Option<usize>,
-    /// Prometheus `/metrics` address (served with the health endpoints when equal).
-    #[arg(long, env = "KOORDLET_METRICS_ADDR", default_value = "0.0.0.0:9316")]
+    /// Prometheus `/metrics` address (served with the health endpoints when equal); `:PORT` is
+    /// every interface. Upstream's `--addr` sets it and --health-addr.
+    #[arg(long, env = "KOORDLET_METRICS_ADDR", default_value = "0.0.0.0:9316", value_parser = koord_runtime::parse_listen_addr)]
     pub metrics_addr: SocketAddr,
-    /// `/healthz` and `/readyz` address.
-    #[arg(long, env = "KOORDLET_HEALTH_ADDR", default_value = "0.0.0.0:9316")]
+    /// `/healthz` and `/readyz` address; `:PORT` is every interface.
+    #[arg(long, env = "KOORDLET_HEALTH_ADDR", default_value = "0.0.0.0:9316", value_parser = koord_runtime::parse_listen_addr)]
     pub health_addr: SocketAddr,
     /// Log format.
     #[arg(long, env = "KOORDLET_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// klog verbosity (`--v=4`); see `koord_runtime::verbosity_filter`.
+    #[arg(long = "v", value_name = "N", help = koord_runtime::VERBOSITY_HELP)]
+    pub verbosity: Option<u8>,
 }
 
 /// A duration flag outside what the loop it paces accepts.

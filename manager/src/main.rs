@@ -2,10 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use koord_manager::{
     calc,
-    cli::{CalcArgs, Cli, Command},
+    cli::{self, CalcArgs, Command},
     run,
 };
 
@@ -52,11 +51,18 @@ fn calc_command(args: &CalcArgs) -> ExitCode {
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let (cli, notes) = match cli::parse(std::env::args_os(), &koord_runtime::process_env) {
+        Ok(parsed) => parsed,
+        Err(error) => error.exit(),
+    };
     if let Some(Command::Calc(args)) = &cli.command {
         return Ok(calc_command(args));
     }
-    koord_runtime::init_logging(cli.run.log_format, "info")?;
+    koord_runtime::init_logging(
+        cli.run.log_format,
+        koord_runtime::verbosity_filter(cli.run.verbosity),
+    )?;
+    notes.log();
     let client = run::client(&cli.run).await?;
     run::run(cli.run, client, koord_runtime::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -131,7 +131,9 @@ pub async fn run(
     let leadership = if args.leader_elect {
         leader::elect(
             client.clone(),
-            &args.config_namespace,
+            args.leader_election_namespace
+                .as_deref()
+                .unwrap_or(&args.config_namespace),
             LEASE_NAME,
             &identity,
             args.lease_duration.as_secs().max(1),

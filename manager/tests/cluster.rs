@@ -62,11 +62,13 @@ fn args(leader_elect: bool, lease_seconds: u64, identity: &str) -> RunArgs {
             ControllerName::Noderesource,
         ],
         leader_elect,
+        leader_election_namespace: None,
         lease_duration: Duration::from_secs(lease_seconds),
         identity: Some(identity.into()),
         metrics_addr: any,
         health_addr: any,
         log_format: koord_runtime::LogFormat::Text,
+        verbosity: None,
         resync: Duration::from_secs(1),
     }
 }

@@ -5,22 +5,36 @@
 //! and Prometheus `/metrics`, and a graceful stop on SIGTERM or Ctrl-C. It lives here once so
 //! that the components, which never import each other, behave identically. So do the pieces of
 //! their command lines: the kubeconfig loading, the file-or-stdin input of offline commands and
-//! the Go-style durations every interval flag takes.
+//! the Go-style durations every interval flag takes, and the compatibility with upstream
+//! Koordinator's command lines and with our earlier environment variable names.
 
 mod admin;
+mod cli;
 mod duration;
+mod env_fallback;
+mod flag_values;
 mod input;
 mod kubeconfig;
 mod logging;
 mod output;
 mod shutdown;
+mod upstream_flags;
 
 pub use admin::{
     AdminServer, Readiness, admin_router, serve_admin, serve_admin_pair, serve_admin_until_signal,
 };
+pub use cli::{CliCompat, StartupNotes, parse_cli, process_env};
 pub use duration::{DurationError, parse_duration, parse_interval};
+pub use env_fallback::{
+    EnvFallback, EnvFallbackUse, FallbackKind, apply_env_fallbacks, missing_fallback_args,
+};
+pub use flag_values::{BoolError, ListenAddrError, parse_go_bool, parse_listen_addr};
 pub use input::{ReadInputError, read_file_or_stdin};
 pub use kubeconfig::{KubeconfigError, kube_client, kube_config};
-pub use logging::{LogFormat, LoggingError, init_logging};
+pub use logging::{LogFormat, LoggingError, VERBOSITY_HELP, init_logging, verbosity_filter};
 pub use output::print_stdout;
 pub use shutdown::shutdown_signal;
+pub use upstream_flags::{
+    FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags, long_names,
+    normalise_args, upstream_help,
+};

@@ -2,21 +2,26 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use koord_scheduler_extender::cli::Cli;
+use koord_scheduler_extender::cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, notes) = match cli::parse(std::env::args_os(), &koord_runtime::process_env) {
+        Ok(parsed) => parsed,
+        Err(error) => error.exit(),
+    };
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()
     {
         eprintln!("koord-scheduler-extender: a rustls crypto provider was already installed");
     }
-    if let Err(error) = koord_runtime::init_logging(cli.log_format, "info") {
+    if let Err(error) =
+        koord_runtime::init_logging(cli.log_format, koord_runtime::verbosity_filter(cli.verbosity))
+    {
         eprintln!("koord-scheduler-extender: {error}");
         return ExitCode::from(2);
     }
+    notes.log();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

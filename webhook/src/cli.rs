@@ -1,13 +1,16 @@
 //! Command-line flags; every flag can also be set by the environment variable named in `--help`
-//! (the upstream chart's variables — `WEBHOOK_PORT`, `SECRET_NAME`, `SERVICE_NAME`, ... — keep
-//! working).
+//! (`KOORD_WEBHOOK_*`; upstream's `WEBHOOK_PORT`, `SECRET_NAME`, `SERVICE_NAME`, ... keep
+//! working, see [`upstream`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use koord_runtime::LogFormat;
+
+pub mod upstream;
+pub use upstream::parse;
 
 /// koord-webhook: Koordinator admission webhook (profile mutation, batch resources, validation).
 #[derive(Debug, Parser)]
@@ -51,10 +54,18 @@ pub struct ValidateArgs {
     #[arg(short = 'f', long = "file")]
     pub file: String,
     /// Namespace of the slo-controller-config.
-    #[arg(long, env = "CONFIG_NAMESPACE", default_value = "koordinator-system")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_CONFIG_NAMESPACE",
+        default_value = "koordinator-system"
+    )]
     pub config_namespace: String,
     /// Name of the slo-controller-config.
-    #[arg(long, env = "SLO_CONFIG_NAME", default_value = "slo-controller-config")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SLO_CONFIG_NAME",
+        default_value = "slo-controller-config"
+    )]
     pub slo_config_name: String,
     /// `text`: one line per violation. `json`: one array of
     /// `{document, kind, name, field, rule, message}` objects (`[]` when valid).
@@ -84,71 +95,94 @@ pub enum CertMode {
 #[derive(Debug, Args)]
 pub struct ServerArgs {
     /// HTTPS port of the admission server.
-    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9876)]
+    #[arg(long, env = "KOORD_WEBHOOK_PORT", default_value_t = 9876)]
     pub port: u16,
     /// Address the admission server binds.
-    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = "0.0.0.0")]
+    #[arg(long, env = "KOORD_WEBHOOK_BIND_ADDRESS", default_value = "0.0.0.0")]
     pub bind_address: std::net::IpAddr,
-    /// Plain-HTTP address serving /healthz, /readyz and /metrics.
-    #[arg(long, env = "HEALTH_ADDR", default_value = "0.0.0.0:8000")]
+    /// Plain-HTTP address serving /healthz, /readyz and /metrics; `:PORT` is every interface.
+    #[arg(
+        long,
+        visible_alias = "health-probe-addr",
+        env = "KOORD_WEBHOOK_HEALTH_ADDR",
+        default_value = "0.0.0.0:8000",
+        value_parser = koord_runtime::parse_listen_addr
+    )]
     pub health_addr: SocketAddr,
-    /// Plain-HTTP address serving /metrics (and health); equal to --health-addr means one listener.
-    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    /// Plain-HTTP address serving /metrics (and health); equal to --health-addr means one
+    /// listener. `:PORT` is every interface.
+    #[arg(long, env = "KOORD_WEBHOOK_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = koord_runtime::parse_listen_addr)]
     pub metrics_addr: SocketAddr,
     /// Certificate mode.
-    #[arg(long, env = "WEBHOOK_CERT_MODE", value_enum, default_value_t = CertMode::Secret)]
+    #[arg(long, env = "KOORD_WEBHOOK_CERT_MODE", value_enum, default_value_t = CertMode::Secret)]
     pub cert_mode: CertMode,
     /// Directory with tls.crt/tls.key (or cert.pem/key.pem) for --cert-mode dir.
     #[arg(
         long,
-        env = "WEBHOOK_CERT_DIR",
+        env = "KOORD_WEBHOOK_CERT_DIR",
         default_value = "/tmp/koordinator-webhook-certs"
     )]
     pub cert_dir: PathBuf,
     /// How often the cert dir is checked for new files, or the Secret re-synced (Go duration:
     /// `60s`, `1m30s`, `2h`).
-    #[arg(long, env = "WEBHOOK_CERT_SYNC_INTERVAL", value_parser = koord_runtime::parse_interval, default_value = "60s")]
+    #[arg(long, env = "KOORD_WEBHOOK_CERT_SYNC_INTERVAL", value_parser = koord_runtime::parse_interval, default_value = "60s")]
     pub cert_sync_interval: Duration,
     /// Secret holding the CA and serving certificate (--cert-mode secret).
-    #[arg(long, env = "SECRET_NAME", default_value = "koordinator-webhook-certs")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SECRET_NAME",
+        default_value = "koordinator-webhook-certs"
+    )]
     pub secret_name: String,
     /// Namespace of the webhook (Secret, Service).
     #[arg(long, env = "POD_NAMESPACE", default_value = "koordinator-system")]
     pub namespace: String,
     /// Service in front of the webhook; its DNS names go into the serving certificate.
-    #[arg(long, env = "SERVICE_NAME", default_value = "koordinator-webhook-service")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SERVICE_NAME",
+        default_value = "koordinator-webhook-service"
+    )]
     pub service_name: String,
     /// Extra host name (or IP) for the serving certificate, e.g. when API servers call a URL.
-    #[arg(long, env = "WEBHOOK_HOST")]
+    #[arg(long, env = "KOORD_WEBHOOK_HOST")]
     pub webhook_host: Option<String>,
     /// MutatingWebhookConfiguration to inject the caBundle into ("" = none).
     #[arg(
         long,
-        env = "MUTATING_WEBHOOK_NAME",
+        env = "KOORD_WEBHOOK_MUTATING_WEBHOOK_NAME",
         default_value = "koordinator-mutating-webhook-configuration"
     )]
     pub mutating_webhook_name: String,
     /// ValidatingWebhookConfiguration to inject the caBundle into ("" = none).
     #[arg(
         long,
-        env = "VALIDATING_WEBHOOK_NAME",
+        env = "KOORD_WEBHOOK_VALIDATING_WEBHOOK_NAME",
         default_value = "koordinator-validating-webhook-configuration"
     )]
     pub validating_webhook_name: String,
     /// Namespace of the slo-controller-config.
-    #[arg(long, env = "CONFIG_NAMESPACE", default_value = "koordinator-system")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_CONFIG_NAMESPACE",
+        default_value = "koordinator-system"
+    )]
     pub config_namespace: String,
     /// Name of the slo-controller-config.
-    #[arg(long, env = "SLO_CONFIG_NAME", default_value = "slo-controller-config")]
+    #[arg(
+        long,
+        env = "KOORD_WEBHOOK_SLO_CONFIG_NAME",
+        default_value = "slo-controller-config"
+    )]
     pub slo_config_name: String,
     /// Never rewrite cpu/memory into batch/mid resources (upstream gate ColocationProfileSkipMutatingResources).
-    #[arg(long, env = "SKIP_MUTATING_RESOURCES")]
+    #[arg(long, env = "KOORD_WEBHOOK_SKIP_MUTATING_RESOURCES", num_args = 0..=1, default_value = "false", default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]
     pub skip_mutating_resources: bool,
     /// Do not write the extended-resource-spec annotation (upstream gate DisableExtendedResourceSpec).
-    #[arg(long, env = "DISABLE_EXTENDED_RESOURCE_SPEC")]
+    #[arg(long, env = "KOORD_WEBHOOK_DISABLE_EXTENDED_RESOURCE_SPEC", num_args = 0..=1, default_value = "false", default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]
     pub disable_extended_resource_spec: bool,
     /// Allow changing label koordinator.sh/priority on pod UPDATE (upstream gate ColocationProfileSkipValidatingPriority).
-    #[arg(long, env = "ALLOW_PRIORITY_LABEL_UPDATE")]
+    #[arg(long, env = "KOORD_WEBHOOK_ALLOW_PRIORITY_LABEL_UPDATE", num_args = 0..=1, default_value = "false", default_missing_value = "true", action = ArgAction::Set, value_parser = koord_runtime::parse_go_bool)]
     pub allow_priority_label_update: bool,
     /// Namespaces whose pods are never mutated or validated, comma-separated, besides
     /// `kube-system` and the webhook's own namespace (`--namespace`), which are always excluded.
@@ -162,10 +196,13 @@ pub struct ServerArgs {
     )]
     pub excluded_namespaces: Vec<String>,
     /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = "KOORD_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// klog verbosity (`--v=4`); see `koord_runtime::verbosity_filter`.
+    #[arg(long = "v", value_name = "N", help = koord_runtime::VERBOSITY_HELP)]
+    pub verbosity: Option<u8>,
     /// kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account).
-    #[arg(long, env = "WEBHOOK_KUBECONFIG")]
+    #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 }
 

@@ -2,12 +2,15 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use koord_webhook::cli::{Cli, Command, OutputFormat};
+use koord_runtime::StartupNotes;
+use koord_webhook::cli::{self, Command, OutputFormat};
 use koord_webhook::offline;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, notes) = match cli::parse(std::env::args_os(), &koord_runtime::process_env) {
+        Ok(parsed) => parsed,
+        Err(error) => error.exit(),
+    };
     match cli.command {
         Some(Command::Mutate(args)) => {
             let result = offline::read_input(&args.file)
@@ -54,21 +57,24 @@ fn main() -> ExitCode {
                 }
             }
         }
-        None => serve(cli.server),
+        None => serve(cli.server, &notes),
     }
 }
 
-fn serve(args: koord_webhook::cli::ServerArgs) -> ExitCode {
+fn serve(args: koord_webhook::cli::ServerArgs, notes: &StartupNotes) -> ExitCode {
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()
     {
         eprintln!("koord-webhook: a rustls crypto provider was already installed");
     }
-    if let Err(error) = koord_runtime::init_logging(args.log_format, "info") {
+    if let Err(error) =
+        koord_runtime::init_logging(args.log_format, koord_runtime::verbosity_filter(args.verbosity))
+    {
         eprintln!("koord-webhook: {error}");
         return ExitCode::from(2);
     }
+    notes.log();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -83,7 +83,7 @@ async fn chart_objects_work_in_the_embedded_cluster_with_the_webhook_on_the_char
             ("--metrics-addr", "127.0.0.1:0"),
         ],
     );
-    let cli = koord_webhook::cli::Cli::try_parse_from(&argv).unwrap().server;
+    let cli = webhook_cli(&argv).unwrap().server;
     let (webhook_client, calls) = chart_support::recording_client(cluster.kube_config());
     let mut registry = prometheus_client::registry::Registry::default();
     let running = koord_webhook::serve::start(&cli, webhook_client, &mut registry)
@@ -305,7 +305,7 @@ async fn manager_on_the_charts_args_stays_within_the_charts_rbac() {
     );
     let mut argv = argv;
     argv.push(format!("--identity={}", common::unique("koord-manager")));
-    let cli = koord_manager::cli::Cli::try_parse_from(&argv).unwrap();
+    let cli = manager_cli(&argv).unwrap();
     let (manager_client, calls) = chart_support::recording_client(cluster.kube_config());
     let stop = tokio_util::sync::CancellationToken::new();
     let shutdown = stop.clone();

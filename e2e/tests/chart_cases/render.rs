@@ -175,12 +175,30 @@ fn clap_env_names(command: &clap::Command) -> BTreeSet<String> {
 /// for `$(HOST_IP)` in `--kubelet-url`.
 const NON_FLAG_ENV: &[&str] = &["RUST_LOG", "HOST_IP"];
 
+/// Flag variables whose names keep no component prefix: the standard kubeconfig and what the
+/// chart fills from the downward API.
+const UNPREFIXED_FLAG_ENV: &[&str] = &["KUBECONFIG", "NODE_NAME", "POD_NAME", "POD_NAMESPACE"];
+
+/// Every variable the chart sets is read by a flag under the component's own prefix (or is one
+/// of the standard names), never by a deprecated name.
 fn assert_env_known(component: &str, container: &Value, command: &clap::Command) {
     let known = clap_env_names(command);
+    let prefix = match component {
+        "koord-manager" => "KOORD_MANAGER_",
+        "koord-webhook" => "KOORD_WEBHOOK_",
+        "koordlet" => "KOORDLET_",
+        other => panic!("no env prefix for {other}"),
+    };
     for name in container_env(container).keys() {
         assert!(
             known.contains(name) || NON_FLAG_ENV.contains(&name.as_str()),
             "{component}: env {name} is read by no flag"
+        );
+        assert!(
+            name.starts_with(prefix)
+                || UNPREFIXED_FLAG_ENV.contains(&name.as_str())
+                || NON_FLAG_ENV.contains(&name.as_str()),
+            "{component}: env {name} lacks the prefix {prefix}"
         );
     }
 }
@@ -207,7 +225,7 @@ fn container_args_are_accepted_by_each_component_cli() {
         if rendered.has("Deployment", "koord-manager") {
             let c = container(rendered.get("Deployment", "koord-manager"));
             let argv = container_argv("koord-manager", c);
-            let cli = koord_manager::cli::Cli::try_parse_from(&argv)
+            let cli = manager_cli(&argv)
                 .unwrap_or_else(|e| panic!("{variant}: koord-manager rejects {argv:?}: {e}"));
             assert!(cli.command.is_none());
             assert_env_known("koord-manager", c, &koord_manager::cli::Cli::command());
@@ -229,7 +247,7 @@ fn container_args_are_accepted_by_each_component_cli() {
         if rendered.has("Deployment", "koord-webhook") {
             let c = container(rendered.get("Deployment", "koord-webhook"));
             let argv = container_argv("koord-webhook", c);
-            let cli = koord_webhook::cli::Cli::try_parse_from(&argv)
+            let cli = webhook_cli(&argv)
                 .unwrap_or_else(|e| panic!("{variant}: koord-webhook rejects {argv:?}: {e}"));
             assert!(cli.command.is_none());
             assert_env_known("koord-webhook", c, &koord_webhook::cli::Cli::command());
@@ -248,8 +266,8 @@ fn container_args_are_accepted_by_each_component_cli() {
             let ds = rendered.get("DaemonSet", "koordlet");
             let c = container(ds);
             let argv = container_argv("koordlet", c);
-            let args = koordlet::cli::Args::try_parse_from(&argv)
-                .unwrap_or_else(|e| panic!("{variant}: koordlet rejects {argv:?}: {e}"));
+            let args =
+                koordlet_args(&argv).unwrap_or_else(|e| panic!("{variant}: koordlet rejects {argv:?}: {e}"));
             assert!(args.command.is_none());
             let agent = args.agent;
             assert_env_known("koordlet", c, &koordlet::cli::Args::command());
@@ -317,9 +335,7 @@ fn container_args_are_accepted_by_each_component_cli() {
     // The koordlet variant: each value reached its flag.
     let rendered = render(&helm, VARIANTS[2]);
     let c = container(rendered.get("DaemonSet", "koordlet"));
-    let agent = koordlet::cli::Args::try_parse_from(container_argv("koordlet", c))
-        .unwrap()
-        .agent;
+    let agent = koordlet_args(container_argv("koordlet", c)).unwrap().agent;
     assert_eq!(
         agent.feature_gates,
         "BECPUEvict=true,BEMemoryEvict=true,CPUBurst=false"
@@ -335,7 +351,7 @@ fn container_args_are_accepted_by_each_component_cli() {
             .unwrap()
             .contains(&json!("SYS_ADMIN"))
     );
-    let manager = koord_manager::cli::Cli::try_parse_from(container_argv(
+    let manager = manager_cli(container_argv(
         "koord-manager",
         container(rendered.get("Deployment", "koord-manager")),
     ))
@@ -343,7 +359,7 @@ fn container_args_are_accepted_by_each_component_cli() {
     .run;
     assert!(!manager.leader_elect);
     assert_eq!(manager.controllers.len(), 2);
-    let webhook = koord_webhook::cli::Cli::try_parse_from(container_argv(
+    let webhook = webhook_cli(container_argv(
         "koord-webhook",
         container(rendered.get("Deployment", "koord-webhook")),
     ))
@@ -355,9 +371,9 @@ fn container_args_are_accepted_by_each_component_cli() {
             && webhook.allow_priority_label_update
     );
     // The pod webhooks' namespace exclusion is enforced by the webhook too (Kubernetes < 1.21).
-    let excluded: Vec<&str> = webhook.excluded_namespaces().names().collect();
+    let excluded = webhook.excluded_namespaces();
     for namespace in ["monitoring", "istio-system", "kube-system"] {
-        assert!(excluded.contains(&namespace), "{excluded:?}");
+        assert!(excluded.contains(namespace), "{excluded:?}");
     }
     assert_eq!(format!("{:?}", webhook.log_format), "Text");
 }

@@ -184,11 +184,7 @@ fn koord_scheduler_profile_calls_the_extender_service_over_https() {
     // parser accepts.
     let deployment = rendered.get("Deployment", "koord-scheduler-extender");
     let c = container(deployment);
-    let cli = <koord_scheduler_extender::cli::Cli as clap::Parser>::try_parse_from(container_argv(
-        "koord-scheduler-extender",
-        c,
-    ))
-    .unwrap();
+    let cli = extender_cli(container_argv("koord-scheduler-extender", c)).unwrap();
     assert_eq!(named_port(c, "https"), cli.port);
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
     let cert_mount = c["volumeMounts"]

@@ -18,9 +18,7 @@ fn webhook_wiring_matches_the_webhook_flags_and_the_e2e_configurations() {
     let Some(helm) = chart_support::helm() else { return };
     let rendered = render(&helm, &[]);
     let c = container(rendered.get("Deployment", "koord-webhook"));
-    let cli = koord_webhook::cli::Cli::try_parse_from(container_argv("koord-webhook", c))
-        .unwrap()
-        .server;
+    let cli = webhook_cli(container_argv("koord-webhook", c)).unwrap().server;
     assert_eq!(cli.cert_mode, koord_webhook::cli::CertMode::Secret);
 
     // caBundle injection finds the chart's configurations by these names.
