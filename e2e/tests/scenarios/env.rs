@@ -422,7 +422,8 @@ impl Cleanup {
         if let Some(args) = self.koordlet_args.take() {
             let api: Api<k8s_openapi::api::apps::v1::DaemonSet> =
                 Api::namespaced(client.clone(), DEFAULT_CONFIG_NAMESPACE);
-            let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "koordlet", "args": args}]}}}});
+            let patch =
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "koordlet", "args": args}]}}}});
             if let Err(e) = api
                 .patch("koordlet", &PatchParams::default(), &Patch::Strategic(&patch))
                 .await

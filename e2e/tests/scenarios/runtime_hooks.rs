@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
 use koord_api::names::DEFAULT_CONFIG_NAMESPACE;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -32,8 +32,9 @@ const EXPECTED: [(&str, &str, &str); 2] = [
 /// Whether koordlet on this node is registered with the runtime over NRI.
 fn nri_connected() -> Result<bool, String> {
     let addr: SocketAddr = KOORDLET_METRICS.parse().map_err(|e| format!("{e}"))?;
-    let (code, body) = common::http_get(addr, "/metrics")
-        .ok_or_else(|| format!("koordlet's metrics not reachable on {addr} (the suite does not run on the node)"))?;
+    let (code, body) = common::http_get(addr, "/metrics").ok_or_else(|| {
+        format!("koordlet's metrics not reachable on {addr} (the suite does not run on the node)")
+    })?;
     if code != 200 {
         return Err(format!("koordlet's /metrics answered {code}"));
     }
@@ -78,9 +79,9 @@ fn limits_set(root: &Path, cpu_dir: &Path) -> bool {
     let Ok(relative) = cpu_dir.strip_prefix(root.join("cpu")) else {
         return false;
     };
-    EXPECTED
-        .iter()
-        .all(|(controller, file, want)| read(&root.join(controller).join(relative).join(file)).as_deref() == Some(*want))
+    EXPECTED.iter().all(|(controller, file, want)| {
+        read(&root.join(controller).join(relative).join(file)).as_deref() == Some(*want)
+    })
 }
 
 fn observe(root: &Path, uid: &str, deadline: Instant) -> Option<Observation> {
@@ -120,7 +121,8 @@ fn observe(root: &Path, uid: &str, deadline: Instant) -> Option<Observation> {
 async fn on_the_node(env: &Env) -> Result<(String, PathBuf), String> {
     if !env.is_real() {
         return Err(
-            "the embedded cluster has no container runtime (koordlet's nri_containerd test covers NRI)".into(),
+            "the embedded cluster has no container runtime (koordlet's nri_containerd test covers NRI)"
+                .into(),
         );
     }
     let node = env.node_names().await.into_iter().next().ok_or("no Ready node")?;
@@ -136,7 +138,11 @@ async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> (Obse
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
     let resources =
         json!({"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}});
-    let mut pod = env.pod(name, json!({"app": name}), vec![env.container("main", Load::Idle, resources)]);
+    let mut pod = env.pod(
+        name,
+        json!({"app": name}),
+        vec![env.container("main", Load::Idle, resources)],
+    );
     // On the node whose cgroups are polled.
     pod.spec.as_mut().unwrap().node_selector =
         Some([("kubernetes.io/hostname".to_string(), node.to_string())].into());
@@ -165,7 +171,9 @@ async fn be_container_starts_with_its_batch_limits_through_nri() {
     match nri_connected() {
         Ok(true) => {}
         Ok(false) => {
-            println!("skipped: koordlet is not registered with the runtime over NRI (chart value koordlet.nri)");
+            println!(
+                "skipped: koordlet is not registered with the runtime over NRI (chart value koordlet.nri)"
+            );
             return;
         }
         Err(reason) => {
@@ -202,7 +210,15 @@ async fn unshaped_window_without_nri() {
     };
     let daemonsets: Api<DaemonSet> = Api::namespaced(env.client.clone(), DEFAULT_CONFIG_NAMESPACE);
     let current = daemonsets.get("koordlet").await.unwrap();
-    let args = current.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0]
+    let args = current
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
         .args
         .clone()
         .unwrap_or_default();
@@ -214,7 +230,8 @@ async fn unshaped_window_without_nri() {
         .cloned()
         .chain(["--enable-nri-runtime-hook=false".to_string()])
         .collect();
-    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "koordlet", "args": without}]}}}});
+    let patch =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "koordlet", "args": without}]}}}});
     daemonsets
         .patch("koordlet", &PatchParams::default(), &Patch::Strategic(&patch))
         .await
