@@ -80,6 +80,9 @@ pub struct Options {
     pub images: BTreeMap<String, String>,
     /// Directory shared by the bench and the pods (created when missing).
     pub work_dir: PathBuf,
+    /// CPU request of each LS pod (its cpu.shares; it must fit the node beside whatever else
+    /// runs there).
+    pub ls_cpu_request: String,
 }
 
 /// What a run measured.
@@ -91,6 +94,8 @@ pub struct Outcome {
     pub capacity: BTreeMap<String, f64>,
     /// BE alone, bogo-ops/s per stressor (mean over repetitions).
     pub be_alone: stressng::Throughput,
+    /// batch-cpu of the BE-alone jobs, milli-cores (smallest, largest).
+    pub be_alone_batch_milli_cpu: Option<(u64, u64)>,
     /// Policies skipped, with the reason.
     pub skipped: Vec<(String, String)>,
 }
@@ -168,6 +173,7 @@ pub async fn run(opts: &Options, target: &mut Target) -> Result<Outcome, BenchEr
         points: Vec::new(),
         capacity: BTreeMap::new(),
         be_alone: stressng::Throughput::new(),
+        be_alone_batch_milli_cpu: None,
         skipped: Vec::new(),
     };
     let mut be_runs = 0usize;
@@ -185,23 +191,13 @@ pub async fn run(opts: &Options, target: &mut Target) -> Result<Outcome, BenchEr
         let client = target.client()?;
         let node = target.node().to_string();
         let mut servers = Vec::new();
-        for workload in &opts.workloads {
-            let addr = workloads::free_port()?;
-            let image = image(opts, workload.program());
-            let pod = workloads::ls_pod(*workload, &node, &image, &work, addr)?;
-            let name = run_pod(&client, &opts.namespace, pod).await?;
-            wait_listening(addr).await?;
-            if *workload == LsWorkload::Memcached {
-                let value = vec![b'v'; 512];
-                tokio::task::spawn_blocking(move || loadgen::memcache_set(addr, "koord-bench", &value))
-                    .await
-                    .map_err(|e| BenchError::Load(e.to_string()))??;
+        let started = start_ls_servers(opts, &client, &node, &work, &mut servers).await;
+        if let Err(error) = started {
+            for server in &servers {
+                let _ = delete_pod(&client, &opts.namespace, &server.pod).await;
             }
-            servers.push(LsServer {
-                workload: *workload,
-                addr,
-                pod: name,
-            });
+            target.leave().await;
+            return Err(error);
         }
         let context = PolicyRun {
             servers: &servers,
@@ -219,6 +215,36 @@ pub async fn run(opts: &Options, target: &mut Target) -> Result<Outcome, BenchEr
         result?;
     }
     Ok(outcome)
+}
+
+/// Starts one LS server pod per workload, pushing each onto `servers` once it runs (so the
+/// caller can remove them when a later one fails).
+async fn start_ls_servers(
+    opts: &Options,
+    client: &kube::Client,
+    node: &str,
+    work: &WorkDir,
+    servers: &mut Vec<LsServer>,
+) -> Result<(), BenchError> {
+    for workload in &opts.workloads {
+        let addr = workloads::free_port()?;
+        let image = image(opts, workload.program());
+        let pod = workloads::ls_pod(*workload, node, &image, &opts.ls_cpu_request, work, addr)?;
+        let name = run_pod(client, &opts.namespace, pod).await?;
+        servers.push(LsServer {
+            workload: *workload,
+            addr,
+            pod: name,
+        });
+        wait_listening(addr).await?;
+        if *workload == LsWorkload::Memcached {
+            let value = vec![b'v'; 512];
+            tokio::task::spawn_blocking(move || loadgen::memcache_set(addr, "koord-bench", &value))
+                .await
+                .map_err(|e| BenchError::Load(e.to_string()))??;
+        }
+    }
+    Ok(())
 }
 
 /// What the points of one policy share.
@@ -264,6 +290,12 @@ async fn run_policy(
         let mut alone = Vec::new();
         for _ in 0..opts.reps {
             let be = BeJob::start(opts, work, client, node, cpus, be_runs).await?;
+            let batch = be.batch_milli_cpu;
+            outcome.be_alone_batch_milli_cpu = Some(
+                outcome
+                    .be_alone_batch_milli_cpu
+                    .map_or((batch, batch), |(lo, hi)| (lo.min(batch), hi.max(batch))),
+            );
             alone.push(be.finish(opts, client).await?);
         }
         outcome.be_alone = stressng::mean(&alone);
@@ -298,6 +330,7 @@ async fn run_policy(
                 let node_cpu = cpu_times().zip(cpu0).map_or(f64::NAN, |((b1, t1), (b0, t0))| {
                     (b1 - b0) as f64 / (t1 - t0).max(1) as f64
                 });
+                let be_batch_milli_cpu = be.as_ref().map(|job| job.batch_milli_cpu);
                 let be_share = match be {
                     Some(job) => Some(stressng::share_of(
                         &job.finish(opts, client).await?,
@@ -316,6 +349,7 @@ async fn run_policy(
                     errors: result.errors,
                     timeouts: result.timeouts,
                     be_share,
+                    be_batch_milli_cpu,
                     node_cpu,
                     loadavg: loadavg(),
                 };
@@ -344,11 +378,17 @@ fn image(opts: &Options, program: &str) -> String {
         .unwrap_or_else(|| format!("koord-bench-{program}:latest"))
 }
 
+/// How long a BE job waits for the node to offer batch CPU.
+const BATCH_PATIENCE: Duration = Duration::from_secs(300);
+/// The least batch CPU a BE job starts with, milli-cores.
+const MIN_BATCH_MILLI_CPU: u64 = 100;
+
 /// A running BE stress-ng pod.
 struct BeJob {
     pod: String,
     report: PathBuf,
     seconds: u64,
+    batch_milli_cpu: u64,
 }
 
 impl BeJob {
@@ -364,10 +404,37 @@ impl BeJob {
         let seconds = (opts.warmup + opts.duration).as_secs_f64().ceil() as u64 + 1;
         let report = work.be_report(*runs);
         let _ = std::fs::remove_file(&report);
-        let pod = workloads::be_pod(node, &image(opts, "stress-ng"), work, *runs, cpus, seconds);
+        // Extended resources cannot be overcommitted: the kubelet admits the pod only when the
+        // node offers its batch-cpu, so the job asks for what the manager published, at most
+        // the whole node (a simulated node offers exactly that).
+        // The manager follows the node's reported usage, so right after a busy phase (the
+        // capacity probe) it may offer nothing for a report interval or two.
+        let deadline = std::time::Instant::now() + BATCH_PATIENCE;
+        let offered = loop {
+            let offered = node_batch_milli_cpu(client, node).await?;
+            if offered >= MIN_BATCH_MILLI_CPU {
+                break offered;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(BenchError::Cluster(format!(
+                    "node {node} offered {offered}m batch-cpu for {BATCH_PATIENCE:?}: too little for a BE job (is the machine busy?)"
+                )));
+            }
+            eprintln!("waiting for batch-cpu on {node} ({offered}m offered)");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        };
+        let batch = offered.min(cpus as u64 * 1000);
+        tracing::info!(node, batch_milli_cpu = batch, "BE job");
+        eprintln!("BE job {}: {batch}m batch-cpu ({offered}m offered)", *runs);
+        let pod = workloads::be_pod(node, &image(opts, "stress-ng"), work, *runs, cpus, batch, seconds);
         let pod = run_pod(client, &opts.namespace, pod).await?;
         tokio::time::sleep(opts.warmup).await;
-        Ok(BeJob { pod, report, seconds })
+        Ok(BeJob {
+            pod,
+            report,
+            seconds,
+            batch_milli_cpu: batch,
+        })
     }
 
     /// Waits for stress-ng's report, reads it and deletes the pod.
@@ -390,6 +457,22 @@ impl BeJob {
         delete_pod(client, &opts.namespace, &self.pod).await?;
         parsed
     }
+}
+
+/// The node's `kubernetes.io/batch-cpu` allocatable, milli-cores (0 when absent).
+async fn node_batch_milli_cpu(client: &kube::Client, node: &str) -> Result<u64, BenchError> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let node = nodes
+        .get(node)
+        .await
+        .map_err(|e| BenchError::Cluster(e.to_string()))?;
+    let quantity = node
+        .status
+        .and_then(|s| s.allocatable)
+        .and_then(|a| a.get(koord_api::names::RESOURCE_BATCH_CPU).cloned());
+    Ok(quantity
+        .and_then(|q| koord_api::ExactQuantity::from_k8s(&q).ok())
+        .map_or(0, |v| u64::try_from(v.value()).unwrap_or(0)))
 }
 
 async fn wait_listening(addr: SocketAddr) -> Result<(), BenchError> {

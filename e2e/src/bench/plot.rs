@@ -169,6 +169,7 @@ mod tests {
             errors: 0,
             timeouts: 0,
             be_share,
+            be_batch_milli_cpu: be_share.map(|_| 2000),
             node_cpu: 0.5,
             loadavg: 1.0,
         };

@@ -26,6 +26,9 @@ pub struct Point {
     pub timeouts: u64,
     /// BE throughput as a share of BE alone (none without BE).
     pub be_share: Option<f64>,
+    /// The BE job's batch-cpu (request = limit, milli-cores): what the node offered, at most
+    /// the whole node. koordlet turns it into the job's CFS quota.
+    pub be_batch_milli_cpu: Option<u64>,
     /// Node CPU utilisation over the point, 0..1.
     pub node_cpu: f64,
     /// 1-minute load average at the end of the point.
@@ -57,6 +60,8 @@ pub struct Row {
     pub failed: (u64, u64, u64),
     /// Median BE share and its spread.
     pub be_share: Option<(f64, f64, f64)>,
+    /// Smallest and largest batch-cpu of the BE jobs, milli-cores.
+    pub be_batch_milli_cpu: Option<(u64, u64)>,
     /// Mean node CPU utilisation.
     pub node_cpu: f64,
     /// Mean load average.
@@ -108,7 +113,10 @@ pub fn aggregate(points: &[Point], baseline: &str) -> Vec<Row> {
                 (median(&mut shares.clone()), lo, hi)
             });
             let n = mine.len().max(1) as f64;
+            let batch: Vec<u64> = mine.iter().filter_map(|p| p.be_batch_milli_cpu).collect();
+            let be_batch_milli_cpu = batch.iter().min().copied().zip(batch.iter().max().copied());
             Row {
+                be_batch_milli_cpu,
                 reps: mine.len(),
                 p50_ms: median(&mut col(|p| p.p50_ms)),
                 p99_ms: median(&mut p99s.clone()),
@@ -147,8 +155,8 @@ pub fn aggregate(points: &[Point], baseline: &str) -> Vec<Row> {
 /// The Markdown table of `rows`.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| LS | load | policy | p50 ms | p99 ms (min–max) | p99.9 ms | p99 inflation | errors / timeouts | BE throughput (min–max) | node CPU | loadavg |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| LS | load | policy | p50 ms | p99 ms (min–max) | p99.9 ms | p99 inflation | errors / timeouts | BE throughput (min–max) | BE batch-cpu | node CPU | loadavg |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         let inflation = r
@@ -157,9 +165,14 @@ pub fn markdown(rows: &[Row]) -> String {
         let be = r.be_share.map_or("—".to_string(), |(m, lo, hi)| {
             format!("{:.0} % ({:.0}–{:.0})", m * 100.0, lo * 100.0, hi * 100.0)
         });
+        let batch = match r.be_batch_milli_cpu {
+            None => "—".to_string(),
+            Some((lo, hi)) if lo == hi => format!("{lo}m"),
+            Some((lo, hi)) => format!("{lo}–{hi}m"),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} % | {} | {:.2} | {:.2} ({:.2}–{:.2}) | {:.2} | {} | {} / {} of {} | {} | {:.0} % | {:.1} |",
+            "| {} | {} % | {} | {:.2} | {:.2} ({:.2}–{:.2}) | {:.2} | {} | {} / {} of {} | {} | {} | {:.0} % | {:.1} |",
             r.workload,
             r.load_pct,
             r.policy,
@@ -173,6 +186,7 @@ pub fn markdown(rows: &[Row]) -> String {
             r.failed.1,
             r.failed.2,
             be,
+            batch,
             r.node_cpu * 100.0,
             r.loadavg
         );
@@ -219,6 +233,7 @@ mod tests {
             errors: 1,
             timeouts: 0,
             be_share: share,
+            be_batch_milli_cpu: share.map(|s| if s > 0.5 { 1500 } else { 2000 }),
             node_cpu: 0.5,
             loadavg: 1.0,
         }
@@ -244,7 +259,8 @@ mod tests {
         assert_eq!(rows[1].failed, (2, 0, 200));
         let table = markdown(&rows);
         assert_eq!(table.lines().count(), 4, "{table}");
-        assert!(table.contains("| nginx | 60 % | cpuset | 0.53 | 2.10 (2.00–2.20) | 4.20 | +5 % | 2 / 0 of 200 | 50 % (40–60) | 50 % | 1.0 |"), "{table}");
+        assert!(table.contains("| nginx | 60 % | cpuset | 0.53 | 2.10 (2.00–2.20) | 4.20 | +5 % | 2 / 0 of 200 | 50 % (40–60) | 1500–2000m | 50 % | 1.0 |"), "{table}");
+        assert_eq!(rows[1].be_batch_milli_cpu, Some((1500, 2000)));
         let goal = goal_lines(&rows, 60, 0.10, 0.5);
         assert_eq!(goal.len(), 1);
         assert!(goal[0].ends_with("goal met"), "{goal:?}");

@@ -249,18 +249,40 @@ pub async fn run_pod(
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod: Pod = serde_json::from_value(pod).map_err(|e| BenchError::Cluster(e.to_string()))?;
     let name = pod.metadata.name.clone().unwrap_or_default();
-    api.create(&PostParams::default(), &pod).await.map_err(kube_err)?;
     let deadline = std::time::Instant::now() + POD_PATIENCE;
     loop {
-        let phase = api
-            .get_opt(&name)
-            .await
-            .map_err(kube_err)?
-            .and_then(|p| p.status)
-            .and_then(|s| s.phase);
+        match api.create(&PostParams::default(), &pod).await {
+            Ok(_) => break,
+            // Before 1.24 the ServiceAccount admission refuses pods in a new namespace until
+            // the token controller has given its `default` account a token; the server asks
+            // to retry.
+            Err(kube::Error::Api(status))
+                if status.reason == "ServerTimeout" && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(kube_err(e)),
+        }
+    }
+    loop {
+        let status = api.get_opt(&name).await.map_err(kube_err)?.and_then(|p| p.status);
+        let phase = status.as_ref().and_then(|s| s.phase.clone());
         match phase.as_deref() {
             Some("Running") => return Ok(name),
-            Some("Failed") => return Err(BenchError::Cluster(format!("pod {name} failed to start"))),
+            Some("Failed") => {
+                // The kubelet's reason (e.g. `OutOfcpu: Node didn't have enough resource`).
+                let why = status
+                    .map(|s| {
+                        format!(
+                            "{}: {}",
+                            s.reason.unwrap_or_default(),
+                            s.message.unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                delete_pod(client, namespace, &name).await?;
+                return Err(BenchError::Cluster(format!("pod {name} failed to start: {why}")));
+            }
             _ if std::time::Instant::now() > deadline => {
                 return Err(BenchError::Cluster(format!(
                     "pod {name} not running within {POD_PATIENCE:?}"

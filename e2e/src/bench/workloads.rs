@@ -132,11 +132,12 @@ fn base_pod(name: &str, node: &str, qos: &str, work: &Path, container: Value) ->
     })
 }
 
-/// The LS pod of `workload` listening on `addr`: burstable, one CPU requested.
+/// The LS pod of `workload` listening on `addr`: burstable, `cpu_request` requested.
 pub fn ls_pod(
     workload: LsWorkload,
     node: &str,
     image: &str,
+    cpu_request: &str,
     work: &WorkDir,
     addr: SocketAddr,
 ) -> Result<Value, BenchError> {
@@ -180,16 +181,27 @@ pub fn ls_pod(
         &work.0,
         json!({
             "name": workload.name(), "image": image, "command": command,
-            "resources": {"requests": {"cpu": "1", "memory": "256Mi"}},
+            "resources": {"requests": {"cpu": cpu_request, "memory": "256Mi"}},
         }),
     ))
 }
 
 /// The BE stress-ng job: `cpus` CPU stressors, one memory-bandwidth (`--vm`) and one cache
-/// thrasher, for `seconds`, writing its report for run `run`. BestEffort with batch resources.
-pub fn be_pod(node: &str, image: &str, work: &WorkDir, run: usize, cpus: usize, seconds: u64) -> Value {
+/// thrasher, for `seconds`, writing its report for run `run`. BestEffort with `batch_milli_cpu`
+/// of batch CPU (request = limit, as extended resources require) and priority class
+/// `koord-batch`, as a ClusterColocationProfile makes it; koordlet turns the batch limit into
+/// the container's CFS quota.
+pub fn be_pod(
+    node: &str,
+    image: &str,
+    work: &WorkDir,
+    run: usize,
+    cpus: usize,
+    batch_milli_cpu: u64,
+    seconds: u64,
+) -> Value {
     let report = work.be_report(run).display().to_string();
-    let batch_cpu = (cpus.max(1) * 1000).to_string();
+    let batch_cpu = batch_milli_cpu.max(1).to_string();
     let (cpus, seconds) = (cpus.to_string(), seconds.to_string());
     let command = [
         "stress-ng",
@@ -210,7 +222,7 @@ pub fn be_pod(node: &str, image: &str, work: &WorkDir, run: usize, cpus: usize, 
     .map(String::from)
     .to_vec();
     let batch = json!({"kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "1Gi"});
-    base_pod(
+    let mut pod = base_pod(
         &format!("be-{run}"),
         node,
         "BE",
@@ -219,7 +231,10 @@ pub fn be_pod(node: &str, image: &str, work: &WorkDir, run: usize, cpus: usize, 
             "name": "stress", "image": image, "command": command,
             "resources": {"requests": batch.clone(), "limits": batch},
         }),
-    )
+    );
+    // koord-webhook refuses a BE pod without a batch priority (as upstream's does).
+    pod["spec"]["priorityClassName"] = json!("koord-batch");
+    pod
 }
 
 /// A loopback address with a port that was free a moment ago.
@@ -237,7 +252,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let work = WorkDir(dir.path().to_path_buf());
         let addr: SocketAddr = "127.0.0.1:18080".parse().unwrap();
-        let pod = ls_pod(LsWorkload::Nginx, "n1", "koord-bench-nginx", &work, addr).unwrap();
+        let pod = ls_pod(LsWorkload::Nginx, "n1", "koord-bench-nginx", "1", &work, addr).unwrap();
         assert_eq!(pod["metadata"]["labels"]["koordinator.sh/qosClass"], "LS");
         assert_eq!(pod["spec"]["hostNetwork"], true);
         assert_eq!(pod["spec"]["containers"][0]["command"][0], "nginx");
@@ -246,7 +261,7 @@ mod tests {
             conf.contains("listen 127.0.0.1:18080;") && conf.contains("daemon off;"),
             "{conf}"
         );
-        let be = be_pod("n1", "koord-bench-stress-ng", &work, 3, 2, 12);
+        let be = be_pod("n1", "koord-bench-stress-ng", &work, 3, 2, 1500, 12);
         let cmd = be["spec"]["containers"][0]["command"].to_string();
         assert!(
             cmd.contains("\"--cpu\",\"2\"") && cmd.contains("be-3.yaml"),
@@ -254,8 +269,9 @@ mod tests {
         );
         assert_eq!(
             be["spec"]["containers"][0]["resources"]["limits"]["kubernetes.io/batch-cpu"],
-            "2000"
+            "1500"
         );
+        assert_eq!(be["spec"]["priorityClassName"], "koord-batch");
         assert!(LsWorkload::parse("redis").is_err());
     }
 }

@@ -79,6 +79,10 @@ struct Colocation {
     /// Directory shared by the bench and the pods (a hostPath on the node).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// CPU request of each LS pod. On a real node it must fit beside the pods already there
+    /// (e.g. `500m` for nginx and memcached on 2 CPUs next to the chart's components).
+    #[arg(long, default_value = "1")]
+    ls_cpu_request: String,
 }
 
 fn parse_image(text: &str) -> Result<(String, String), String> {
@@ -144,6 +148,7 @@ async fn colocation(mut args: Colocation) -> Result<(), BenchError> {
         namespace: args.namespace.clone(),
         images: args.images.iter().cloned().collect::<BTreeMap<_, _>>(),
         work_dir: args.work_dir.clone().unwrap_or_else(|| tmp.path().to_path_buf()),
+        ls_cpu_request: args.ls_cpu_request.clone(),
     };
     let mut target = match (&args.kubeconfig, &args.node) {
         (Some(kubeconfig), Some(node)) => Target::real(kubeconfig, node, &opts.namespace).await?,
@@ -175,7 +180,12 @@ async fn colocation(mut args: Colocation) -> Result<(), BenchError> {
         .iter()
         .map(|(k, v)| format!("{k} {v:.1}"))
         .collect();
-    println!("BE alone (bogo-ops/s): {}", alone.join(", "));
+    let batch = match outcome.be_alone_batch_milli_cpu {
+        Some((lo, hi)) if lo == hi => format!(" at {lo}m batch-cpu"),
+        Some((lo, hi)) => format!(" at {lo}–{hi}m batch-cpu"),
+        None => String::new(),
+    };
+    println!("BE alone (bogo-ops/s){batch}: {}", alone.join(", "));
     for (policy, reason) in &outcome.skipped {
         println!("{policy}: skipped: {reason}");
     }
