@@ -211,12 +211,17 @@ mod tests {
 
     #[test]
     fn directive_values() {
-        assert_eq!(FieldValidation::parse(None, "CreateOptions").ok(), Some(FieldValidation::Warn));
+        assert_eq!(
+            FieldValidation::parse(None, "CreateOptions").ok(),
+            Some(FieldValidation::Warn)
+        );
         assert_eq!(
             FieldValidation::parse(Some("Strict"), "CreateOptions").ok(),
             Some(FieldValidation::Strict)
         );
-        let e = FieldValidation::parse(Some("strict"), "PatchOptions").err().map(|e| e.message);
+        let e = FieldValidation::parse(Some("strict"), "PatchOptions")
+            .err()
+            .map(|e| e.message);
         assert_eq!(
             e.as_deref(),
             Some(
@@ -224,6 +229,9 @@ mod tests {
                  supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
             )
         );
-        assert_eq!(warning_header("unknown field \"spec.foo\""), r#"299 - "unknown field \"spec.foo\"""#);
+        assert_eq!(
+            warning_header("unknown field \"spec.foo\""),
+            r#"299 - "unknown field \"spec.foo\"""#
+        );
     }
 }

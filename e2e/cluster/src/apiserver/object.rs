@@ -197,7 +197,10 @@ pub fn prepare_create(info: &ResourceInfo, namespace: Option<&str>, obj: &mut Va
                     &info.kind,
                     &info.group,
                     "",
-                    vec![Cause::required("metadata.name", "name or generateName is required")],
+                    vec![Cause::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
                 ));
             }
         },

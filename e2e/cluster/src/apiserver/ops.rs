@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::admission::Phase;
 use super::admission::matching::Operation;
-use super::field_validation::{self, FieldValidation, Warnings};
 use super::error::{ApiError, ApiResult, Cause};
+use super::field_validation::{self, FieldValidation, Warnings};
 use super::kinds;
 use super::object::{
     check_type, has_finalizers, is_deleting, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
@@ -142,7 +142,10 @@ impl ApiServer {
                 "unable to create new content in namespace {ns} because it is being terminated"
             ))),
             Some(_) => Ok(()),
-            None => Err(ApiError::not_found(&super::resource::GroupResource::new("", "namespaces"), ns)),
+            None => Err(ApiError::not_found(
+                &super::resource::GroupResource::new("", "namespaces"),
+                ns,
+            )),
         }
     }
 
@@ -163,7 +166,15 @@ impl ApiServer {
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
         let create = Operation::Create;
         let mutated = self
-            .admit_phase(Phase::Mutating, create, t, &name, Some(t.view(&obj)), None, dry_run)
+            .admit_phase(
+                Phase::Mutating,
+                create,
+                t,
+                &name,
+                Some(t.view(&obj)),
+                None,
+                dry_run,
+            )
             .await?;
         let mut obj = to_storage(&t.info, mutated)?;
         // Webhooks may not rename or move an object.
@@ -171,8 +182,16 @@ impl ApiServer {
         kinds::after_admission_create(&t.info, &mut obj);
         kinds::validate(&t.info, &obj)?;
         kinds::validate_schema(&t.info, &obj, None)?;
-        self.admit_phase(Phase::Validating, create, t, &name, Some(t.view(&obj)), None, dry_run)
-            .await?;
+        self.admit_phase(
+            Phase::Validating,
+            create,
+            t,
+            &name,
+            Some(t.view(&obj)),
+            None,
+            dry_run,
+        )
+        .await?;
         if dry_run {
             return Ok(t.view(&obj));
         }
@@ -306,7 +325,15 @@ impl ApiServer {
                 let update = Operation::Update;
                 let old = Some(cur_view.clone());
                 let mutated = self
-                    .admit_phase(Phase::Mutating, update, t, &name, Some(t.view(&new)), old, p.dry_run)
+                    .admit_phase(
+                        Phase::Mutating,
+                        update,
+                        t,
+                        &name,
+                        Some(t.view(&new)),
+                        old,
+                        p.dry_run,
+                    )
                     .await?;
                 let new = to_storage(&t.info, mutated)?;
                 kinds::validate(&t.info, &new)?;

@@ -72,15 +72,18 @@ pub fn apply_patch(info: &ResourceInfo, current: &Value, kind: PatchKind, patch:
         PatchKind::Json => {
             let p: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut out, &p)
-                .map_err(|e| {
-                    ApiError::invalid(
-                        &info.kind,
-                        &info.group,
+            json_patch::patch(&mut out, &p).map_err(|e| {
+                ApiError::invalid(
+                    &info.kind,
+                    &info.group,
+                    "",
+                    vec![Cause::new(
+                        "FieldValueInvalid",
                         "",
-                        vec![Cause::new("FieldValueInvalid", "", format!("the JSON patch failed: {e}"))],
-                    )
-                })?;
+                        format!("the JSON patch failed: {e}"),
+                    )],
+                )
+            })?;
         }
         PatchKind::Strategic => {
             if info.custom {

@@ -7,6 +7,7 @@
 
 mod format;
 mod gofmt;
+mod scalars;
 mod walk;
 
 use serde_json::Value;
@@ -65,7 +66,10 @@ fn cause(f: Failure) -> Cause {
             let message = if quoted.is_empty() {
                 format!("Unsupported value: {value}")
             } else {
-                format!("Unsupported value: {value}: supported values: {}", quoted.join(", "))
+                format!(
+                    "Unsupported value: {value}: supported values: {}",
+                    quoted.join(", ")
+                )
             };
             Cause::new("FieldValueNotSupported", field, message)
         }
@@ -101,7 +105,9 @@ fn dns1035(s: &str) -> bool {
     lower.len() <= 63
         && lower.starts_with(|c: char| c.is_ascii_lowercase())
         && lower.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && lower.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && lower
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// `apiVersion`/`kind` of objects under `x-kubernetes-embedded-resource` (apiextensions'

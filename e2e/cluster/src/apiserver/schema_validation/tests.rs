@@ -33,13 +33,13 @@ fn combinators_report_without_a_field() {
 #[test]
 fn ratcheting_keeps_unchanged_invalid_parts() {
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
-        "required": ["must"],
-        "properties": {
-            "n": {"type": "integer", "maximum": 5},
-            "m": {"type": "integer", "maximum": 5},
-            "must": {"type": "string"},
-            "list": {"type": "array", "items": {"type": "integer", "maximum": 5}},
-        }}}});
+    "required": ["must"],
+    "properties": {
+        "n": {"type": "integer", "maximum": 5},
+        "m": {"type": "integer", "maximum": 5},
+        "must": {"type": "string"},
+        "list": {"type": "array", "items": {"type": "integer", "maximum": 5}},
+    }}}});
     let old = json!({"spec": {"n": 9, "m": 1, "list": [9]}});
     // n and the list unchanged: only the changed m is checked; the spec changed, so its
     // required field is reported.
@@ -77,7 +77,14 @@ fn schemas_we_cannot_read_are_permissive() {
         ["spec.d: Too many: 2: has too many items"]
     );
     // Nothing panics on odd values either.
-    for v in [json!(null), json!([]), json!("s"), json!(1.5), json!({"spec": null}), json!({"spec": []})] {
+    for v in [
+        json!(null),
+        json!([]),
+        json!("s"),
+        json!(1.5),
+        json!({"spec": null}),
+        json!({"spec": []}),
+    ] {
         let _ = validate(&v, &schema, Some(&json!(42)));
     }
 }
@@ -92,10 +99,20 @@ fn embedded_resources_need_api_version_and_kind() {
     }}}});
     let ok = json!({"spec": {"template": {"apiVersion": "v1", "kind": "Pod"}, "many": []}});
     assert!(lines(&ok, &schema, None).is_empty());
-    let bad = json!({"spec": {"template": {"kind": "Not_A_Kind"}, "many": [{"apiVersion": "a/b/c", "kind": ""}]}});
+    let bad =
+        json!({"spec": {"template": {"kind": "Not_A_Kind"}, "many": [{"apiVersion": "a/b/c", "kind": ""}]}});
     let got = lines(&bad, &schema, None);
-    assert_eq!(got[0], "spec.many[0].apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c");
-    assert_eq!(got[1], "spec.many[0].kind: Invalid value: \"\": must not be empty");
+    assert_eq!(
+        got[0],
+        "spec.many[0].apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c"
+    );
+    assert_eq!(
+        got[1],
+        "spec.many[0].kind: Invalid value: \"\": must not be empty"
+    );
     assert_eq!(got[2], "spec.template.apiVersion: Required value");
-    assert!(got[3].starts_with("spec.template.kind: Invalid value: \"Not_A_Kind\": may have mixed case"), "{got:?}");
+    assert!(
+        got[3].starts_with("spec.template.kind: Invalid value: \"Not_A_Kind\": may have mixed case"),
+        "{got:?}"
+    );
 }

@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex::Regex;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
-use super::format;
-use super::gofmt::{go_float, go_quote, go_value};
+use super::gofmt::{go_quote, go_value};
 
 /// Which `field.Error` the real server turns a failure into.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,22 +82,24 @@ pub struct Walker {
     pub failures: Vec<Failure>,
 }
 
-fn malformed(keyword: &str, path: &str) {
+pub(super) fn malformed(keyword: &str, path: &str) {
     tracing::warn!(keyword, path, "CRD schema keyword not understood; skipped");
 }
 
-fn int_kw(s: &Map<String, Value>, key: &str, path: &str) -> Option<i64> {
+pub(super) fn int_kw(s: &Map<String, Value>, key: &str, path: &str) -> Option<i64> {
     let v = s.get(key)?;
-    let n = v
-        .as_i64()
-        .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18).map(|f| f as i64));
+    let n = v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+            .map(|f| f as i64)
+    });
     if n.is_none() && !v.is_null() {
         malformed(key, path);
     }
     n
 }
 
-fn num_kw(s: &Map<String, Value>, key: &str, path: &str) -> Option<f64> {
+pub(super) fn num_kw(s: &Map<String, Value>, key: &str, path: &str) -> Option<f64> {
     let v = s.get(key)?;
     if v.as_f64().is_none() && !v.is_null() {
         malformed(key, path);
@@ -106,7 +107,7 @@ fn num_kw(s: &Map<String, Value>, key: &str, path: &str) -> Option<f64> {
     v.as_f64()
 }
 
-fn flag(s: &Map<String, Value>, key: &str) -> bool {
+pub(super) fn flag(s: &Map<String, Value>, key: &str) -> bool {
     s.get(key).and_then(Value::as_bool) == Some(true)
 }
 
@@ -125,7 +126,7 @@ fn json_type(v: &Value) -> (&'static str, &'static str) {
 }
 
 /// go-openapi's `IsFloat64AJSONInteger`.
-fn is_json_integer(f: f64) -> bool {
+pub(super) fn is_json_integer(f: f64) -> bool {
     const MAX: f64 = 9_007_199_254_740_991.0;
     if !f.is_finite() || !(-MAX..=MAX).contains(&f) {
         return false;
@@ -134,7 +135,7 @@ fn is_json_integer(f: f64) -> bool {
     f == g || (f - g).abs() / (f.abs() + g.abs()).min(f64::MAX) < 1e-9
 }
 
-fn regex(pattern: &str) -> Option<Arc<Regex>> {
+pub(super) fn regex(pattern: &str) -> Option<Arc<Regex>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Option<Arc<Regex>>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let mut cache = cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -168,7 +169,14 @@ fn enum_matches(v: &Value, allowed: &Value) -> bool {
 }
 
 impl Walker {
-    fn fail(&mut self, kind: Kind, path: &str, value: Option<Value>, message: String, node: &Node) {
+    pub(super) fn fail(
+        &mut self,
+        kind: Kind,
+        path: &str,
+        value: Option<Value>,
+        message: String,
+        node: &Node,
+    ) {
         self.failures.push(Failure {
             kind,
             path: path.to_string(),
@@ -210,7 +218,13 @@ impl Walker {
 
     fn type_error(&mut self, path: &str, type_name: &str, got: &str, node: &Node) {
         let message = format!("{path} in body must be of type {type_name}: {}", go_quote(got));
-        self.fail(Kind::TypeInvalid, path, Some(Value::String(got.into())), message, node);
+        self.fail(
+            Kind::TypeInvalid,
+            path,
+            Some(Value::String(got.into())),
+            message,
+            node,
+        );
     }
 
     fn check_type(&mut self, v: &Value, s: &Map<String, Value>, path: &str, node: &Node) {
@@ -236,21 +250,19 @@ impl Walker {
             return;
         }
         let (sch_type, data_format) = json_type(v);
-        let float_int = sch_type == "number"
-            && v.as_f64().is_some_and(is_json_integer)
-            && types.contains(&"integer");
+        let float_int =
+            sch_type == "number" && v.as_f64().is_some_and(is_json_integer) && types.contains(&"integer");
         let int_float = sch_type == "integer" && types.contains(&"number");
         let string_or_list = v.is_string() || v.is_array();
-        if !string_or_list
-            && !format.is_empty()
-            && !(types.contains(&sch_type) || data_format == format || float_int || int_float)
-        {
+        let type_matches = types.contains(&sch_type) || float_int || int_float;
+        if !(string_or_list || format.is_empty() || type_matches || data_format == format) {
             return self.type_error(path, format, data_format, node);
         }
-        if !(types.contains(&"number") || types.contains(&"integer")) && !format.is_empty() && string_or_list {
+        let numeric = types.contains(&"number") || types.contains(&"integer");
+        if string_or_list && !(numeric || format.is_empty()) {
             return;
         }
-        if !(types.contains(&sch_type) || float_int || int_float) {
+        if !type_matches {
             self.type_error(path, &types.join(","), sch_type, node);
         }
     }
@@ -288,7 +300,11 @@ impl Walker {
             let results: Vec<Vec<Failure>> = any_of.iter().map(|b| Self::sub(v, b, path, node)).collect();
             if !results.iter().any(Vec::is_empty) {
                 let q = go_quote(path);
-                self.composite(path, format!("{q} must validate at least one schema (anyOf)"), node);
+                self.composite(
+                    path,
+                    format!("{q} must validate at least one schema (anyOf)"),
+                    node,
+                );
                 self.failures.extend(Self::best(results));
             }
         }
@@ -324,7 +340,11 @@ impl Walker {
             if valid != all_of.len() {
                 let none = if valid == 0 { ". None validated" } else { "" };
                 let q = go_quote(path);
-                self.composite(path, format!("{q} must validate all the schemas (allOf){none}"), node);
+                self.composite(
+                    path,
+                    format!("{q} must validate all the schemas (allOf){none}"),
+                    node,
+                );
             }
         }
         if let Some(not) = s.get("not")
@@ -332,94 +352,6 @@ impl Walker {
         {
             let q = go_quote(path);
             self.composite(path, format!("{q} must not validate the schema (not)"), node);
-        }
-    }
-
-    fn string(&mut self, text: &str, s: &Map<String, Value>, path: &str, node: &Node) {
-        let len = text.chars().count() as i64;
-        let value = Some(Value::String(text.to_string()));
-        if let Some(max) = int_kw(s, "maxLength", path)
-            && len > max
-        {
-            let message = format!("{path} in body should be at most {max} chars long");
-            return self.fail(Kind::TooLong(max), path, value, message, node);
-        }
-        if let Some(min) = int_kw(s, "minLength", path)
-            && len < min
-        {
-            let message = format!("{path} in body should be at least {min} chars long");
-            return self.fail(Kind::Invalid, path, value, message, node);
-        }
-        if let Some(pattern) = s.get("pattern").and_then(Value::as_str)
-            && let Some(re) = regex(pattern)
-            && !re.is_match(text)
-        {
-            let message = format!("{path} in body should match '{pattern}'");
-            self.fail(Kind::Invalid, path, value, message, node);
-        }
-    }
-
-    fn format(&mut self, text: &str, s: &Map<String, Value>, path: &str, node: &Node) {
-        let Some(name) = s.get("format").and_then(Value::as_str) else {
-            return;
-        };
-        if format::check(name, text) == Some(false) {
-            let message = format!("{path} in body must be of type {name}: {}", go_quote(text));
-            self.fail(Kind::TypeInvalid, path, Some(Value::String(text.into())), message, node);
-        }
-    }
-
-    fn number(&mut self, n: &Number, s: &Map<String, Value>, path: &str, node: &Node) {
-        let value = Some(Value::Number(n.clone()));
-        let int = n.as_i64();
-        let data = n.as_f64().unwrap_or(f64::NAN);
-        if let Some(factor) = num_kw(s, "multipleOf", path) {
-            let int_factor = factor.trunc() as i64;
-            if factor < 0.0 {
-                let message = format!("factor MultipleOf declared for {path} must be positive: {}", go_float(factor));
-                self.fail(Kind::Invalid, path, Some(Value::from(factor)), message, node);
-            } else if let Some(i) = int.filter(|_| int_factor != 0) {
-                if i % int_factor != 0 {
-                    let message = format!("{path} in body should be a multiple of {int_factor}");
-                    self.fail(Kind::Invalid, path, value.clone(), message, node);
-                }
-            } else if factor > 0.0 {
-                let mult = if factor < 1.0 { 1.0 / factor * data } else { data / factor };
-                if !is_json_integer(mult) {
-                    let message = format!("{path} in body should be a multiple of {}", go_float(factor));
-                    self.fail(Kind::Invalid, path, value.clone(), message, node);
-                }
-            }
-        }
-        let exclusive_min = flag(s, "exclusiveMinimum");
-        if let Some(min) = num_kw(s, "minimum", path) {
-            let (below, shown) = match int {
-                Some(i) => {
-                    let m = min.trunc() as i64;
-                    (if exclusive_min { i <= m } else { i < m }, m.to_string())
-                }
-                None => (if exclusive_min { data <= min } else { data < min }, go_float(min)),
-            };
-            if below {
-                let op = if exclusive_min { "greater than" } else { "greater than or equal to" };
-                let message = format!("{path} in body should be {op} {shown}");
-                self.fail(Kind::Invalid, path, value.clone(), message, node);
-            }
-        }
-        let exclusive_max = flag(s, "exclusiveMaximum");
-        if let Some(max) = num_kw(s, "maximum", path) {
-            let (above, shown) = match int {
-                Some(i) => {
-                    let m = max.trunc() as i64;
-                    (if exclusive_max { i >= m } else { i > m }, m.to_string())
-                }
-                None => (if exclusive_max { data >= max } else { data > max }, go_float(max)),
-            };
-            if above {
-                let op = if exclusive_max { "less than" } else { "less than or equal to" };
-                let message = format!("{path} in body should be {op} {shown}");
-                self.fail(Kind::Invalid, path, value, message, node);
-            }
         }
     }
 
@@ -464,7 +396,13 @@ impl Walker {
         }
         let shown: Vec<String> = allowed.iter().map(go_value).collect();
         let message = format!("{path} in body should be one of [{}]", shown.join(" "));
-        self.fail(Kind::NotSupported(allowed.to_vec()), path, Some(v.clone()), message, node);
+        self.fail(
+            Kind::NotSupported(allowed.to_vec()),
+            path,
+            Some(v.clone()),
+            message,
+            node,
+        );
     }
 
     fn object(&mut self, map: &Map<String, Value>, s: &Map<String, Value>, path: &str, node: &Node) {
@@ -494,7 +432,13 @@ impl Walker {
             Some(Value::Bool(false)) => {
                 for key in map.keys().filter(|k| !declared(k)) {
                     let message = format!("{path}.{key} in body is a forbidden property");
-                    self.fail(Kind::Invalid, path, Some(Value::String(key.clone())), message, node);
+                    self.fail(
+                        Kind::Invalid,
+                        path,
+                        Some(Value::String(key.clone())),
+                        message,
+                        node,
+                    );
                 }
             }
             Some(extra @ Value::Object(_)) => {
