@@ -5,6 +5,81 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use super::resource::GroupResource;
+
+/// `<resource>.<group>`, or `<resource>` for the core group.
+fn qualified(gr: &GroupResource) -> String {
+    if gr.group.is_empty() {
+        gr.resource.clone()
+    } else {
+        format!("{}.{}", gr.resource, gr.group)
+    }
+}
+
+/// `Status.details` for an error about a named object: the plural as `kind`, `group` only
+/// when not core (the real server's `omitempty`).
+fn resource_details(gr: &GroupResource, name: &str) -> Value {
+    let mut d = json!({"name": name, "kind": gr.resource});
+    if !gr.group.is_empty()
+        && let Some(m) = d.as_object_mut()
+    {
+        m.insert("group".into(), json!(gr.group));
+    }
+    d
+}
+
+/// One `Status.details.causes` entry of a 422: a `field.Error` of the real server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueNotSupported`, ...
+    pub reason: &'static str,
+    /// The error body without the field, e.g. `Required value`.
+    pub message: String,
+    /// The field path, e.g. `spec.containers`; empty for an error about no field.
+    pub field: String,
+}
+
+impl Cause {
+    /// A cause with an explicit reason.
+    pub fn new(reason: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            field: field.into(),
+        }
+    }
+
+    /// `<field>: Required value[: <detail>]`.
+    pub fn required(field: impl Into<String>, detail: &str) -> Self {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Self::new("FieldValueRequired", field, message)
+    }
+
+    /// `<field>: Invalid value: <value>: <detail>`; `value` is already formatted as Go prints
+    /// it (a string quoted).
+    pub fn invalid(field: impl Into<String>, value: &str, detail: &str) -> Self {
+        let message = if detail.is_empty() {
+            format!("Invalid value: {value}")
+        } else {
+            format!("Invalid value: {value}: {detail}")
+        };
+        Self::new("FieldValueInvalid", field, message)
+    }
+
+    /// The cause as it appears in the Status message: `<field>: <message>`.
+    pub fn line(&self) -> String {
+        if self.field.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.field, self.message)
+        }
+    }
+}
+
 /// A failed API request, carrying the HTTP code and the `Status.reason` a real API server uses.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{reason} ({code}): {message}")]
@@ -34,10 +109,11 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
-    /// 404 for a named object.
-    pub fn not_found(resource: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
-            .with_details(json!({"name": name, "kind": resource}))
+    /// 404 for a named object: `<resource>.<group> "<name>" not found`, with the group and
+    /// the plural in `details` as a real server reports them (no group for the core group).
+    pub fn not_found(gr: &GroupResource, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(gr)))
+            .with_details(resource_details(gr, name))
     }
 
     /// 404 for a path we do not serve.
@@ -50,29 +126,32 @@ impl ApiError {
     }
 
     /// 409 AlreadyExists on create.
-    pub fn already_exists(resource: &str, name: &str) -> Self {
+    pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
         Self::new(
             409,
             "AlreadyExists",
-            format!("{resource} \"{name}\" already exists"),
+            format!("{} \"{name}\" already exists", qualified(gr)),
         )
-        .with_details(json!({"name": name, "kind": resource}))
+        .with_details(resource_details(gr, name))
     }
 
     /// 409 Conflict for a stale resourceVersion or failed precondition.
-    pub fn conflict(resource: &str, name: &str, why: &str) -> Self {
+    pub fn conflict(gr: &GroupResource, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(gr)
+            ),
         )
-        .with_details(json!({"name": name, "kind": resource}))
+        .with_details(resource_details(gr, name))
     }
 
     /// 409 Conflict for a stale resourceVersion.
-    pub fn stale(resource: &str, name: &str) -> Self {
+    pub fn stale(gr: &GroupResource, name: &str) -> Self {
         Self::conflict(
-            resource,
+            gr,
             name,
             "the object has been modified; please apply your changes to the latest version and try again",
         )
@@ -83,14 +162,40 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 422: the object fails validation.
-    pub fn invalid(resource: &str, name: &str, message: impl Into<String>) -> Self {
-        Self::new(
-            422,
-            "Invalid",
-            format!("{resource} \"{name}\" is invalid: {}", message.into()),
-        )
-        .with_details(json!({"name": name, "kind": resource}))
+    /// 422 Invalid, built as the real server's `NewInvalid`: the message is
+    /// `<Kind>.<group> "<name>" is invalid: <cause>` (several causes in brackets, duplicates
+    /// once), and `details` carries name, group, kind and every cause.
+    pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut lines: Vec<String> = Vec::new();
+        for line in causes.iter().map(Cause::line) {
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        let message = match lines.len() {
+            0 => format!("{qualified_kind} \"{name}\" is invalid"),
+            1 => format!("{qualified_kind} \"{name}\" is invalid: {}", lines[0]),
+            _ => format!("{qualified_kind} \"{name}\" is invalid: [{}]", lines.join(", ")),
+        };
+        let mut details = json!({"name": name, "kind": kind});
+        if let Some(d) = details.as_object_mut() {
+            if !group.is_empty() {
+                d.insert("group".into(), json!(group));
+            }
+            let causes: Vec<Value> = causes
+                .iter()
+                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .collect();
+            if !causes.is_empty() {
+                d.insert("causes".into(), Value::Array(causes));
+            }
+        }
+        Self::new(422, "Invalid", message).with_details(details)
     }
 
     /// 403: refused by policy (admission, namespace lifecycle).

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::discovery;
 use super::error::{ApiError, ApiResult};
+use super::field_validation::{self, FieldValidation, Warnings};
 use super::object::{needs_conversion, storage_key};
 use super::openapi;
 use super::ops::{DeleteParams, Target, WriteParams};
@@ -184,6 +185,25 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
     };
     let ua = header(header::USER_AGENT);
     let explicit_manager = query.get("fieldManager").is_some();
+    let options_kind = match parts.method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        _ => "PatchOptions",
+    };
+    let writes_body = matches!(parts.method, Method::POST | Method::PUT | Method::PATCH);
+    let field_validation = if writes_body && t.subresource.as_deref().is_none_or(|s| s == "status") {
+        FieldValidation::parse(query.get("fieldValidation"), options_kind)?
+    } else {
+        FieldValidation::Ignore
+    };
+    // A strict decode reports repeated keys of the object sent: create, update and apply
+    // bodies (a merge or JSON patch is applied first and the result has none).
+    let whole_object = parts.method != Method::PATCH || content_type.starts_with("application/apply-patch");
+    let duplicates = if field_validation != FieldValidation::Ignore && whole_object {
+        field_validation::duplicate_fields(&body)
+    } else {
+        Vec::new()
+    };
     let wp = WriteParams {
         dry_run: query.get("dryRun").is_some(),
         field_manager: query.get("fieldManager").map(String::from).unwrap_or_else(|| {
@@ -195,9 +215,12 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
         }),
         explicit_manager,
         force: query.flag("force"),
+        field_validation,
+        duplicates,
+        warnings: Warnings::default(),
     };
     let server = &st.server;
-    let created = |v: Value| json_response(StatusCode::CREATED, &v);
+    let created = |v: Value| with_warnings(json_response(StatusCode::CREATED, &v), &wp.warnings);
     match (parts.method.clone(), t.name.is_some(), t.subresource.as_deref()) {
         (Method::GET, false, _) if legacy_watch || query.flag("watch") => {
             watch_request(&st, t, &query, &accept)
@@ -238,11 +261,13 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
         (Method::POST, true, Some("eviction")) => Ok(created(server.evict(&t, &parse_json(&body)?).await?)),
         (Method::POST, true, Some("binding")) => Ok(created(server.bind(&t, &parse_json(&body)?).await?)),
         (Method::PUT, true, None | Some("status") | Some("finalize")) => {
-            Ok(ok(&server.replace(&t, parse_json(&body)?, &wp).await?))
+            let replaced = server.replace(&t, parse_json(&body)?, &wp).await?;
+            Ok(with_warnings(ok(&replaced), &wp.warnings))
         }
         (Method::PATCH, true, None | Some("status")) => {
             let kind = PatchKind::from_content_type(&header(header::CONTENT_TYPE))?;
-            Ok(ok(&server.patch(&t, kind, &body, &wp).await?))
+            let patched = server.patch(&t, kind, &body, &wp).await?;
+            Ok(with_warnings(ok(&patched), &wp.warnings))
         }
         (Method::DELETE, true, None) => {
             let opts = if body.is_empty() {
@@ -260,6 +285,16 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
             parts.uri.path()
         ))),
     }
+}
+
+/// Adds one `Warning: 299 - "..."` header per warning of the request.
+fn with_warnings(mut resp: Response, warnings: &Warnings) -> Response {
+    for w in warnings.get() {
+        if let Ok(v) = http::HeaderValue::from_str(&field_validation::warning_header(&w)) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
 }
 
 fn parse_json(body: &Bytes) -> ApiResult<Value> {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Cause};
 use super::object::{label_namespace_name, meta_str, now_rfc3339};
 use super::resource::{GroupResource, ResourceInfo, info_from_crd};
 use super::server::ApiServer;
@@ -86,7 +86,12 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
                 .map(Vec::len)
                 .unwrap_or(0);
             if containers == 0 {
-                return Err(ApiError::invalid("Pod", &name, "spec.containers: Required value"));
+                return Err(ApiError::invalid(
+                    "Pod",
+                    "",
+                    &name,
+                    vec![Cause::required("spec.containers", "")],
+                ));
             }
             for (p, v) in [
                 ("/spec/restartPolicy", json!("Always")),
@@ -122,8 +127,7 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
             set_default(obj, "/spec/sessionAffinity", json!("None"));
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            let served = info_from_crd(obj)
-                .map_err(|e| ApiError::invalid("CustomResourceDefinition", &name, e.to_string()))?;
+            let served = info_from_crd(obj).map_err(|e| invalid_crd(&name, &e.to_string()))?;
             let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
             let now = now_rfc3339();
             let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
@@ -140,6 +144,16 @@ pub fn default_create(server: &ApiServer, info: &ResourceInfo, obj: &mut Value) 
         _ => {}
     }
     Ok(())
+}
+
+/// A CRD our registry cannot serve, as a 422 on `CustomResourceDefinition.apiextensions.k8s.io`.
+fn invalid_crd(name: &str, why: &str) -> ApiError {
+    ApiError::invalid(
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io",
+        name,
+        vec![Cause::new("FieldValueInvalid", "", why)],
+    )
 }
 
 /// The `Priority` admission plugin: `spec.priority` from `spec.priorityClassName` (or the
@@ -200,7 +214,12 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
     let name = meta_str(obj, "name").unwrap_or_default();
     match (info.group.as_str(), info.plural.as_str()) {
         ("scheduling.k8s.io", "priorityclasses") if obj.get("value").and_then(Value::as_i64).is_none() => {
-            Err(ApiError::invalid("PriorityClass", name, "value: Required value"))
+            Err(ApiError::invalid(
+                "PriorityClass",
+                "scheduling.k8s.io",
+                name,
+                vec![Cause::required("value", "")],
+            ))
         }
         ("coordination.k8s.io", "leases")
             if obj
@@ -209,15 +228,37 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
         {
             Err(ApiError::invalid(
                 "Lease",
+                "coordination.k8s.io",
                 name,
-                "spec.leaseDurationSeconds: must be a non-negative integer",
+                vec![Cause::invalid(
+                    "spec.leaseDurationSeconds",
+                    &obj.pointer("/spec/leaseDurationSeconds")
+                        .map(Value::to_string)
+                        .unwrap_or_default(),
+                    "must be a non-negative integer",
+                )],
             ))
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => info_from_crd(obj)
             .map(|_| ())
-            .map_err(|e| ApiError::invalid("CustomResourceDefinition", name, e.to_string())),
+            .map_err(|e| invalid_crd(name, &e.to_string())),
         _ => Ok(()),
     }
+}
+
+/// A custom resource against its CRD's structural schema (after mutating admission, before
+/// validating admission, as apiextensions-apiserver does); `old` is the stored object of an
+/// update, whose unchanged parts are not re-validated (ratcheting, as 1.33).
+pub fn validate_schema(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let Some(schema) = &info.schema else {
+        return Ok(());
+    };
+    let causes = super::schema_validation::validate(obj, schema, old);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = meta_str(obj, "name").unwrap_or_default();
+    Err(ApiError::invalid(&info.kind, &info.group, name, causes))
 }
 
 /// After a committed create or update: a CRD starts (or keeps) being served.

@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod discovery;
 pub mod error;
+pub mod field_validation;
 pub mod http;
 pub mod kinds;
 pub mod object;
@@ -15,6 +16,7 @@ pub mod proto;
 pub mod quantities;
 pub mod resource;
 pub mod schema;
+pub mod schema_validation;
 pub mod selector;
 pub mod server;
 pub mod store;

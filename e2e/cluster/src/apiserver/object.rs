@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Cause};
 use super::resource::{GroupResource, ResourceInfo, StatusOnCreate};
 
 /// RFC 3339 timestamp (seconds) as the API server writes `creationTimestamp`.
@@ -155,6 +155,11 @@ pub fn check_type(info: &ResourceInfo, version: &str, body: &Value) -> ApiResult
     Ok(())
 }
 
+/// The real server's detail for a name that is not a DNS subdomain.
+const RFC1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
+     '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \
+     validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
 fn valid_name(name: &str, info: &ResourceInfo) -> bool {
     let ok_chars = name
         .chars()
@@ -190,8 +195,12 @@ pub fn prepare_create(info: &ResourceInfo, namespace: Option<&str>, obj: &mut Va
             None => {
                 return Err(ApiError::invalid(
                     &info.kind,
+                    &info.group,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    vec![Cause::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
                 ));
             }
         },
@@ -199,8 +208,13 @@ pub fn prepare_create(info: &ResourceInfo, namespace: Option<&str>, obj: &mut Va
     if !valid_name(&name, info) {
         return Err(ApiError::invalid(
             &info.kind,
+            &info.group,
             &name,
-            "metadata.name: Invalid value: must be a lowercase RFC 1123 subdomain",
+            vec![Cause::invalid(
+                "metadata.name",
+                &super::schema_validation::go_quote(&name),
+                RFC1123_SUBDOMAIN,
+            )],
         ));
     }
     m.insert("name".into(), Value::String(name.clone()));

@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::admission::Phase;
 use super::admission::matching::Operation;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Cause};
+use super::field_validation::{self, FieldValidation, Warnings};
 use super::kinds;
 use super::object::{
     check_type, has_finalizers, is_deleting, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
@@ -66,6 +68,12 @@ pub struct WriteParams {
     pub explicit_manager: bool,
     /// `force` for server-side apply.
     pub force: bool,
+    /// `fieldValidation` (Warn when absent).
+    pub field_validation: FieldValidation,
+    /// Fields the raw request body repeated (create, update and apply bodies).
+    pub duplicates: Vec<String>,
+    /// Where `Warn` puts its warnings for the response headers.
+    pub warnings: Warnings,
 }
 
 /// `DeleteOptions` that matter here.
@@ -113,7 +121,7 @@ impl ApiServer {
     fn object(&self, t: &Target, name: &str) -> ApiResult<Arc<StoredObject>> {
         self.store
             .get(&storage_key(&t.info), t.ns(), name)
-            .ok_or_else(|| ApiError::not_found(&t.info.qualified_name(), name))
+            .ok_or_else(|| ApiError::not_found(&t.info.group_resource(), name))
     }
 
     /// GET one object.
@@ -134,13 +142,17 @@ impl ApiServer {
                 "unable to create new content in namespace {ns} because it is being terminated"
             ))),
             Some(_) => Ok(()),
-            None => Err(ApiError::not_found("namespaces", ns)),
+            None => Err(ApiError::not_found(
+                &super::resource::GroupResource::new("", "namespaces"),
+                ns,
+            )),
         }
     }
 
     /// POST: create an object.
     pub async fn create(&self, t: &Target, body: Value, p: &WriteParams) -> ApiResult<Value> {
         check_type(&t.info, &t.version, &body)?;
+        field_validation::check(p.field_validation, &t.info, &body, &p.duplicates, &p.warnings)?;
         self.require_namespace(t)?;
         let mut obj = to_storage(&t.info, body)?;
         prepare_create(&t.info, t.namespace.as_deref(), &mut obj)?;
@@ -152,17 +164,37 @@ impl ApiServer {
 
     async fn insert(&self, t: &Target, obj: Value, dry_run: bool) -> ApiResult<Value> {
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-        let admitted = self
-            .admit(Operation::Create, t, &name, Some(t.view(&obj)), None, dry_run)
+        let create = Operation::Create;
+        let mutated = self
+            .admit_phase(
+                Phase::Mutating,
+                create,
+                t,
+                &name,
+                Some(t.view(&obj)),
+                None,
+                dry_run,
+            )
             .await?;
-        let mut obj = to_storage(&t.info, admitted)?;
+        let mut obj = to_storage(&t.info, mutated)?;
+        // Webhooks may not rename or move an object.
+        meta_mut(&mut obj)?.insert("name".into(), Value::String(name.clone()));
         kinds::after_admission_create(&t.info, &mut obj);
         kinds::validate(&t.info, &obj)?;
+        kinds::validate_schema(&t.info, &obj, None)?;
+        self.admit_phase(
+            Phase::Validating,
+            create,
+            t,
+            &name,
+            Some(t.view(&obj)),
+            None,
+            dry_run,
+        )
+        .await?;
         if dry_run {
             return Ok(t.view(&obj));
         }
-        // Webhooks may not rename or move an object.
-        meta_mut(&mut obj)?.insert("name".into(), Value::String(name.clone()));
         let stored = self
             .store
             .create(&storage_key(&t.info), (t.ns().to_string(), name), obj)?;
@@ -206,11 +238,13 @@ impl ApiServer {
         if !p.explicit_manager || p.field_manager.is_empty() {
             return Err(ApiError::invalid(
                 "PatchOptions",
+                "meta.k8s.io",
                 "",
-                "fieldManager: Required value: is required for apply patch",
+                vec![Cause::required("fieldManager", "is required for apply patch")],
             ));
         }
         check_type(&t.info, &t.version, &patch)?;
+        field_validation::check(p.field_validation, &t.info, &patch, &p.duplicates, &p.warnings)?;
         if patch.get("apiVersion").is_none() || patch.get("kind").is_none() {
             return Err(ApiError::bad_request(
                 "apiVersion and kind are required for apply",
@@ -267,8 +301,11 @@ impl ApiServer {
             let cur = self.object(t, &name)?;
             let cur_view = t.view(&cur.value);
             let new_view = mutate(&cur_view)?;
+            if mode == UpdateMode::Client {
+                field_validation::check(p.field_validation, &t.info, &new_view, &p.duplicates, &p.warnings)?;
+            }
             if resource_version(&new_view)?.is_some_and(|rv| rv != cur.rv) {
-                return Err(ApiError::stale(&t.info.qualified_name(), &name));
+                return Err(ApiError::stale(&t.info.group_resource(), &name));
             }
             let new = to_storage(&t.info, new_view)?;
             let mut new = match mode {
@@ -285,21 +322,30 @@ impl ApiServer {
                 );
             }
             let new = if mode == UpdateMode::Client {
-                let admitted = self
-                    .admit(
-                        Operation::Update,
+                let update = Operation::Update;
+                let old = Some(cur_view.clone());
+                let mutated = self
+                    .admit_phase(
+                        Phase::Mutating,
+                        update,
                         t,
                         &name,
                         Some(t.view(&new)),
-                        Some(cur_view),
+                        old,
                         p.dry_run,
                     )
                     .await?;
-                to_storage(&t.info, admitted)?
+                let new = to_storage(&t.info, mutated)?;
+                kinds::validate(&t.info, &new)?;
+                kinds::validate_schema(&t.info, &new, Some(&cur.value))?;
+                let (view, old) = (Some(t.view(&new)), Some(cur_view));
+                self.admit_phase(Phase::Validating, update, t, &name, view, old, p.dry_run)
+                    .await?;
+                new
             } else {
+                kinds::validate(&t.info, &new)?;
                 new
             };
-            kinds::validate(&t.info, &new)?;
             if p.dry_run {
                 return Ok(t.view(&new));
             }
@@ -319,7 +365,7 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
-        Err(ApiError::stale(&t.info.qualified_name(), &name))
+        Err(ApiError::stale(&t.info.group_resource(), &name))
     }
 
     /// DELETE one object: finalizers first set deletionTimestamp, otherwise the object goes.
@@ -331,7 +377,7 @@ impl ApiServer {
             .is_some_and(|u| Some(u) != meta_str(&cur.value, "uid"))
         {
             return Err(ApiError::conflict(
-                &t.info.qualified_name(),
+                &t.info.group_resource(),
                 &name,
                 "Precondition failed: UID in precondition does not match",
             ));
@@ -341,7 +387,7 @@ impl ApiServer {
             .is_some_and(|rv| rv != cur.rv.to_string())
         {
             return Err(ApiError::conflict(
-                &t.info.qualified_name(),
+                &t.info.group_resource(),
                 &name,
                 "Precondition failed: ResourceVersion in precondition does not match",
             ));

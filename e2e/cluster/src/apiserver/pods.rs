@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Cause};
 use super::object::{is_deleting, meta, meta_str, now_rfc3339};
 use super::ops::{DeleteParams, Target, UpdateMode, WriteParams};
 use super::patch::PatchKind;
@@ -107,8 +107,9 @@ impl ApiServer {
             .ok_or_else(|| {
                 ApiError::invalid(
                     "Binding",
+                    "",
                     t.name().unwrap_or_default(),
-                    "target.name: Required value",
+                    vec![Cause::required("target.name", "")],
                 )
             })?
             .to_string();
@@ -121,7 +122,7 @@ impl ApiServer {
                 .filter(|n| !n.is_empty())
             {
                 return Err(ApiError::conflict(
-                    "pods/binding",
+                    &GroupResource::new("", "pods/binding"),
                     &pod,
                     &format!("pod {pod} is already assigned to node \"{n}\""),
                 ));

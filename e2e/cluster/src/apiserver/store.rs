@@ -229,7 +229,7 @@ impl Store {
         let mut st = self.lock();
         let exists = st.objects.get(res).is_some_and(|m| m.contains_key(&key));
         if exists {
-            return Err(ApiError::already_exists(&res.resource, &key.1));
+            return Err(ApiError::already_exists(res, &key.1));
         }
         self.commit(&mut st, res, &key, value, ChangeType::Added, None)
     }
@@ -244,10 +244,10 @@ impl Store {
     ) -> ApiResult<Arc<StoredObject>> {
         let mut st = self.lock();
         let Some(cur) = st.objects.get(res).and_then(|m| m.get(key)).cloned() else {
-            return Err(ApiError::not_found(&res.resource, &key.1));
+            return Err(ApiError::not_found(res, &key.1));
         };
         if cur.rv != base_rv {
-            return Err(ApiError::stale(&res.resource, &key.1));
+            return Err(ApiError::stale(res, &key.1));
         }
         if cur.value == value_with_rv(&value, cur.rv) {
             // No-op update: a real API server does not bump the resourceVersion.
@@ -296,10 +296,10 @@ impl Store {
     ) -> ApiResult<Arc<StoredObject>> {
         let mut st = self.lock();
         let Some(cur) = st.objects.get(res).and_then(|m| m.get(key)).cloned() else {
-            return Err(ApiError::not_found(&res.resource, &key.1));
+            return Err(ApiError::not_found(res, &key.1));
         };
         if base_rv.is_some_and(|b| b != cur.rv) {
-            return Err(ApiError::stale(&res.resource, &key.1));
+            return Err(ApiError::stale(res, &key.1));
         }
         let rv = st.rv + 1;
         let obj = Self::stored(cur.value.clone(), rv)?;

@@ -1,6 +1,8 @@
 //! Shared helpers for the harness's own tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod crd;
+
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
 use koord_testcluster::node::{FleetConfig, NodeSpec, SimulatedNodes};
 use koord_testcluster::{ClusterOptions, TestCluster};

@@ -147,10 +147,42 @@ fn verdict(webhook: &str, uid: &str, resp: &Value) -> Result<Verdict, WebhookErr
     Ok(Verdict::Allowed(Some(p)))
 }
 
+/// The two phases of dynamic admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// MutatingWebhookConfigurations: may patch the object.
+    Mutating,
+    /// ValidatingWebhookConfigurations: may only allow or deny.
+    Validating,
+}
+
 impl ApiServer {
-    /// Run admission for a write; returns the (possibly mutated) object, or `Null` for deletes.
+    /// Run both admission phases (deletes, where nothing is validated in between); returns the
+    /// object, or `Null` for deletes.
     pub async fn admit(
         &self,
+        op: Operation,
+        t: &Target,
+        name: &str,
+        object: Option<Value>,
+        old: Option<Value>,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
+        let object = self
+            .admit_phase(Phase::Mutating, op, t, name, object, old.clone(), dry_run)
+            .await?;
+        let object = (!object.is_null()).then_some(object);
+        self.admit_phase(Phase::Validating, op, t, name, object, old, dry_run)
+            .await
+    }
+
+    /// Run one admission phase for a write; returns the (possibly mutated) object, or `Null`
+    /// for deletes. A real server validates the object (schema, registry strategy) between the
+    /// two phases, so validating webhooks only see objects that passed validation.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn admit_phase(
+        &self,
+        phase: Phase,
         op: Operation,
         t: &Target,
         name: &str,
@@ -178,10 +210,12 @@ impl ApiServer {
             None
         };
         let mut object = object;
-        for (plural, mutating) in [
-            ("mutatingwebhookconfigurations", true),
-            ("validatingwebhookconfigurations", false),
-        ] {
+        let plural = match phase {
+            Phase::Mutating => "mutatingwebhookconfigurations",
+            Phase::Validating => "validatingwebhookconfigurations",
+        };
+        let mutating = phase == Phase::Mutating;
+        {
             let mut cfgs = configs(self, plural);
             cfgs.sort_by(|a, b| {
                 meta(a)

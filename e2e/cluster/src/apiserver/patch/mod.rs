@@ -6,7 +6,7 @@ pub mod strategic;
 
 use serde_json::Value;
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Cause};
 use super::resource::ResourceInfo;
 use managed::{ManagedEntry, get_path, leaves, overlaps, remove_path};
 
@@ -72,8 +72,18 @@ pub fn apply_patch(info: &ResourceInfo, current: &Value, kind: PatchKind, patch:
         PatchKind::Json => {
             let p: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut out, &p)
-                .map_err(|e| ApiError::invalid(&info.kind, "", format!("the JSON patch failed: {e}")))?;
+            json_patch::patch(&mut out, &p).map_err(|e| {
+                ApiError::invalid(
+                    &info.kind,
+                    &info.group,
+                    "",
+                    vec![Cause::new(
+                        "FieldValueInvalid",
+                        "",
+                        format!("the JSON patch failed: {e}"),
+                    )],
+                )
+            })?;
         }
         PatchKind::Strategic => {
             if info.custom {
@@ -124,7 +134,7 @@ pub fn server_side_apply(
             .and_then(Value::as_str)
             .unwrap_or_default();
         return Err(ApiError::conflict(
-            &info.qualified_name(),
+            &info.group_resource(),
             name,
             &format!(
                 "Apply failed with {} conflict(s): {}",
