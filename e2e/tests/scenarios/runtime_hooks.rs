@@ -158,6 +158,23 @@ async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> (Obse
     (observation, window)
 }
 
+/// Waits until the koordlet DaemonSet's latest generation is available on every node and
+/// koordlet's NRI connection is `nri`.
+async fn koordlet_rolled_out(daemonsets: &Api<DaemonSet>, nri: bool) {
+    let generation = daemonsets.get("koordlet").await.unwrap().metadata.generation;
+    let what = if nri { "koordlet rolled out on NRI" } else { "koordlet rolled out without NRI" };
+    common::wait_for(what, POD_START, async || {
+        let status = daemonsets.get("koordlet").await.ok()?.status?;
+        let desired = status.desired_number_scheduled;
+        (status.observed_generation >= generation
+            && status.updated_number_scheduled == Some(desired)
+            && status.number_available == Some(desired)
+            && nri_connected().is_ok_and(|c| c == nri))
+        .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn be_container_starts_with_its_batch_limits_through_nri() {
     let env = Env::start(Wanted::default()).await;
@@ -236,18 +253,7 @@ async fn unshaped_window_without_nri() {
         .patch("koordlet", &PatchParams::default(), &Patch::Strategic(&patch))
         .await
         .unwrap();
-    let generation = daemonsets.get("koordlet").await.unwrap().metadata.generation;
-    common::wait_for("koordlet restarted without NRI", POD_START, async || {
-        let ds = daemonsets.get("koordlet").await.ok()?;
-        let status = ds.status?;
-        let desired = status.desired_number_scheduled;
-        (status.observed_generation >= generation
-            && status.updated_number_scheduled == Some(desired)
-            && status.number_available == Some(desired)
-            && nri_connected().is_ok_and(|c| !c))
-        .then_some(())
-    })
-    .await;
+    koordlet_rolled_out(&daemonsets, false).await;
     let (observation, window) = start_be_pod(&env, &node, root, "batch-no-nri").await;
     println!(
         "unshaped window without NRI: {} ms (limits in place when the process first ran: {})",
@@ -255,4 +261,6 @@ async fn unshaped_window_without_nri() {
         observation.limits_at_start
     );
     drop(guard);
+    // Leave koordlet as found: back on NRI before the next scenario runs.
+    koordlet_rolled_out(&daemonsets, true).await;
 }
