@@ -38,6 +38,7 @@ async fn colocation_quick_mode_measures_every_policy() {
         images: BTreeMap::new(),
         work_dir: work.path().to_path_buf(),
         ls_cpu_request: "1".into(),
+        be_batch_milli_cpu: None,
     };
     let mut target = Target::embedded(&opts.namespace).await.unwrap();
     let outcome = bench::run(&opts, &mut target).await;

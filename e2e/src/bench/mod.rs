@@ -83,6 +83,8 @@ pub struct Options {
     /// CPU request of each LS pod (its cpu.shares; it must fit the node beside whatever else
     /// runs there).
     pub ls_cpu_request: String,
+    /// batch-cpu of every BE job, milli-cores (None: the node's CPU count).
+    pub be_batch_milli_cpu: Option<u64>,
 }
 
 /// What a run measured.
@@ -380,8 +382,6 @@ fn image(opts: &Options, program: &str) -> String {
 
 /// How long a BE job waits for the node to offer batch CPU.
 const BATCH_PATIENCE: Duration = Duration::from_secs(300);
-/// The least batch CPU a BE job starts with, milli-cores.
-const MIN_BATCH_MILLI_CPU: u64 = 100;
 
 /// A running BE stress-ng pod.
 struct BeJob {
@@ -405,25 +405,25 @@ impl BeJob {
         let report = work.be_report(*runs);
         let _ = std::fs::remove_file(&report);
         // Extended resources cannot be overcommitted: the kubelet admits the pod only when the
-        // node offers its batch-cpu, so the job asks for what the manager published, at most
-        // the whole node (a simulated node offers exactly that).
-        // The manager follows the node's reported usage, so right after a busy phase (the
-        // capacity probe) it may offer nothing for a report interval or two.
+        // node offers its batch-cpu. Every job asks for the same amount (the whole node unless
+        // `--be-batch-cpu` says less), so BE throughput compares across policies; the manager
+        // follows the node's reported usage, so after a busy phase (the capacity probe) it may
+        // offer less for a report interval or two.
+        let batch = opts.be_batch_milli_cpu.unwrap_or(cpus as u64 * 1000);
         let deadline = std::time::Instant::now() + BATCH_PATIENCE;
         let offered = loop {
             let offered = node_batch_milli_cpu(client, node).await?;
-            if offered >= MIN_BATCH_MILLI_CPU {
+            if offered >= batch {
                 break offered;
             }
             if std::time::Instant::now() > deadline {
                 return Err(BenchError::Cluster(format!(
-                    "node {node} offered {offered}m batch-cpu for {BATCH_PATIENCE:?}: too little for a BE job (is the machine busy?)"
+                    "node {node} offered {offered}m batch-cpu for {BATCH_PATIENCE:?}, the BE job asks {batch}m (--be-batch-cpu; is the machine busy?)"
                 )));
             }
-            eprintln!("waiting for batch-cpu on {node} ({offered}m offered)");
+            eprintln!("waiting for {batch}m batch-cpu on {node} ({offered}m offered)");
             tokio::time::sleep(Duration::from_secs(5)).await;
         };
-        let batch = offered.min(cpus as u64 * 1000);
         tracing::info!(node, batch_milli_cpu = batch, "BE job");
         eprintln!("BE job {}: {batch}m batch-cpu ({offered}m offered)", *runs);
         let pod = workloads::be_pod(node, &image(opts, "stress-ng"), work, *runs, cpus, batch, seconds);

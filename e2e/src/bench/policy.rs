@@ -82,7 +82,10 @@ pub fn config_map_data(policy: &Policy) -> serde_json::Map<String, Value> {
     let mut data = serde_json::Map::new();
     data.insert(
         "colocation-config".into(),
-        Value::String(json!({"enable": true}).to_string()),
+        // The whole node may be reclaimed for batch (upstream's default keeps 35 % back), so BE
+        // may fill the node as on the embedded node, whose batch-cpu is its CPU count, and the
+        // isolation policy alone decides what BE gets.
+        Value::String(json!({"enable": true, "cpuReclaimThresholdPercent": 100}).to_string()),
     );
     let threshold = policy
         .node_slo

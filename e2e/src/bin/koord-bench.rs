@@ -83,6 +83,10 @@ struct Colocation {
     /// (e.g. `500m` for nginx and memcached on 2 CPUs next to the chart's components).
     #[arg(long, default_value = "1")]
     ls_cpu_request: String,
+    /// batch-cpu (milli-cores) every BE job asks for; default the node's CPUs × 1000. koordlet
+    /// makes it the job's CFS quota; on a real node it must be offered (the bench waits for it).
+    #[arg(long)]
+    be_batch_cpu: Option<u64>,
 }
 
 fn parse_image(text: &str) -> Result<(String, String), String> {
@@ -149,6 +153,7 @@ async fn colocation(mut args: Colocation) -> Result<(), BenchError> {
         images: args.images.iter().cloned().collect::<BTreeMap<_, _>>(),
         work_dir: args.work_dir.clone().unwrap_or_else(|| tmp.path().to_path_buf()),
         ls_cpu_request: args.ls_cpu_request.clone(),
+        be_batch_milli_cpu: args.be_batch_cpu,
     };
     let mut target = match (&args.kubeconfig, &args.node) {
         (Some(kubeconfig), Some(node)) => Target::real(kubeconfig, node, &opts.namespace).await?,

@@ -162,7 +162,11 @@ async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> (Obse
 /// koordlet's NRI connection is `nri`.
 async fn koordlet_rolled_out(daemonsets: &Api<DaemonSet>, nri: bool) {
     let generation = daemonsets.get("koordlet").await.unwrap().metadata.generation;
-    let what = if nri { "koordlet rolled out on NRI" } else { "koordlet rolled out without NRI" };
+    let what = if nri {
+        "koordlet rolled out on NRI"
+    } else {
+        "koordlet rolled out without NRI"
+    };
     common::wait_for(what, POD_START, async || {
         let status = daemonsets.get("koordlet").await.ok()?.status?;
         let desired = status.desired_number_scheduled;
@@ -213,7 +217,8 @@ async fn be_container_starts_with_its_batch_limits_through_nri() {
 /// The same pod with koordlet's runtime hooks off (the DaemonSet's args changed, restored by
 /// the cleanup guard): the window is what the QoS round alone leaves. A measurement, not a
 /// check; it restarts koordlet twice, so it is not part of the suite's default run:
-/// `scripts/real-cluster.sh test -- --ignored unshaped_window_without_nri`.
+/// `scripts/real-cluster.sh exec env KOORD_E2E_KUBECONFIG=$PWD/target/real-cluster/kubeconfig
+/// cargo test -p koord-e2e --test scenarios -- --ignored --nocapture unshaped_window_without_nri`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "restarts koordlet; a measurement for docs/benchmarks.md"]
 async fn unshaped_window_without_nri() {
