@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use koord_webhook::mutate::MutationOptions;
 use koord_webhook::review::{Decider, Endpoint, answer};
-use koord_webhook::validate::pod::PodValidationOptions;
 use koord_webhook::view::StaticView;
 use koordlet::plan::{PlanOptions, parse_input, plan as plan_writes};
 use koordlet::system::{CgroupDriver, CgroupVersion};
@@ -64,13 +62,7 @@ pub fn webhook(data: &[u8]) {
         }
         n => {
             let endpoint = Endpoint::ALL[usize::from(n - 2) % Endpoint::ALL.len()];
-            let decider = Decider {
-                view: Arc::new(StaticView::with_koordinator_priority_classes()),
-                mutation: MutationOptions::default(),
-                pod_validation: PodValidationOptions::default(),
-                config_namespace: "koordinator-system".into(),
-                slo_config_name: "slo-controller-config".into(),
-            };
+            let decider = Decider::new(Arc::new(StaticView::with_koordinator_priority_classes()));
             let mut dice = 0u32;
             let mut roll = || {
                 dice = (dice + 37) % 100;

@@ -10,7 +10,6 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use koord_webhook::mutate::{MutationOptions, mutate_pod};
 use koord_webhook::review::{Decider, Endpoint, answer, to_wire_json};
-use koord_webhook::validate::pod::PodValidationOptions;
 
 fn measure(iterations: usize, mut run: impl FnMut()) -> Vec<u64> {
     for _ in 0..iterations / 10 {
@@ -57,13 +56,7 @@ fn main() {
     });
     report("mutate_pod (typed pod in, patch out)", &samples);
 
-    let decider = Decider {
-        view: Arc::new(view),
-        mutation: MutationOptions::default(),
-        pod_validation: PodValidationOptions::default(),
-        config_namespace: "koordinator-system".into(),
-        slo_config_name: "slo-controller-config".into(),
-    };
+    let decider = Decider::new(Arc::new(view));
     let body = common::review_body();
     let samples = measure(20_000, || {
         let mut roll = || 0u32;

@@ -15,11 +15,9 @@ use hyper_util::rt::TokioExecutor;
 use jiff::Timestamp;
 use koord_webhook::certs::bundle::{CertPolicy, generate};
 use koord_webhook::metrics::AdmissionMetrics;
-use koord_webhook::mutate::MutationOptions;
 use koord_webhook::review::Decider;
 use koord_webhook::server::{AppState, router, serve_tls};
 use koord_webhook::tls::ServingTls;
-use koord_webhook::validate::pod::PodValidationOptions;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -53,13 +51,7 @@ async fn run() {
         .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let state = Arc::new(AppState {
-        decider: Decider {
-            view: Arc::new(common::view()),
-            mutation: MutationOptions::default(),
-            pod_validation: PodValidationOptions::default(),
-            config_namespace: "koordinator-system".into(),
-            slo_config_name: "slo-controller-config".into(),
-        },
+        decider: Decider::new(Arc::new(common::view())),
         metrics: AdmissionMetrics::register(&mut registry),
     });
     let handle = axum_server::Handle::new();

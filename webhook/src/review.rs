@@ -76,6 +76,25 @@ pub struct Decider {
     pub excluded_namespaces: ExcludedNamespaces,
 }
 
+impl Decider {
+    /// A decider over `view` with the defaults of the binary: no switches, the
+    /// slo-controller-config in `koordinator-system`, pods of `kube-system` and
+    /// `koordinator-system` left alone.
+    pub fn new(view: Arc<dyn ClusterView>) -> Self {
+        Decider {
+            view,
+            mutation: MutationOptions::default(),
+            pod_validation: PodValidationOptions::default(),
+            config_namespace: koord_api::names::DEFAULT_CONFIG_NAMESPACE.into(),
+            slo_config_name: koord_api::names::DEFAULT_SLO_CONFIG_NAME.into(),
+            excluded_namespaces: ExcludedNamespaces::new([
+                "kube-system",
+                koord_api::names::DEFAULT_CONFIG_NAMESPACE,
+            ]),
+        }
+    }
+}
+
 /// Namespaces whose pods are allowed untouched by `/mutate-pod` and `/validate-pod`.
 ///
 /// The chart also keeps these namespaces out of the webhook configurations with a

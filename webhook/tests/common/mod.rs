@@ -5,11 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use koord_webhook::metrics::AdmissionMetrics;
-use koord_webhook::mutate::MutationOptions;
 use koord_webhook::mutate::profile::CompiledProfile;
-use koord_webhook::review::{Decider, ExcludedNamespaces};
+use koord_webhook::review::Decider;
 use koord_webhook::server::AppState;
-use koord_webhook::validate::pod::PodValidationOptions;
 use koord_webhook::view::StaticView;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -29,14 +27,7 @@ pub fn seed_view() -> StaticView {
 }
 
 pub fn decider(view: StaticView) -> Decider {
-    Decider {
-        view: Arc::new(view),
-        mutation: MutationOptions::default(),
-        pod_validation: PodValidationOptions::default(),
-        config_namespace: "koordinator-system".into(),
-        slo_config_name: "slo-controller-config".into(),
-        excluded_namespaces: ExcludedNamespaces::new(["kube-system", "koordinator-system"]),
-    }
+    Decider::new(Arc::new(view))
 }
 
 pub fn app_state(view: StaticView) -> (Arc<AppState>, Registry) {
