@@ -23,5 +23,9 @@ if [[ ! -x "$bin" ]] || [[ "$("$bin" --version 2>/dev/null | awk '{print $2}')" 
 fi
 cd "$repo"
 "$bin" --version
+# cargo-deny reads the metadata of every package in Cargo.lock, for every target and feature
+# (windows-sys, the fuzz driver's afl), which a fresh machine's cargo has never downloaded:
+# fetch them first, so the offline check finds them.
+cargo fetch --locked --quiet
 # --offline: the index is the one cargo already has for this Cargo.lock (no advisory fetch).
 "$bin" --offline --locked check --hide-inclusion-graph licenses bans sources
