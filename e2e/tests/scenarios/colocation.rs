@@ -17,7 +17,8 @@ use crate::env::{Cleanup, Env, Load, POD_START, Wanted, find_dir};
 
 const MI: u64 = 1 << 20;
 
-fn read(path: &Path) -> Option<String> {
+/// A cgroup or proc file, trimmed; None when unreadable.
+pub(crate) fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 

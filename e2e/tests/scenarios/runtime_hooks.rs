@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use crate::colocation::colocation;
+use crate::colocation::{colocation, read};
 use crate::common;
 use crate::env::{Cleanup, Env, Load, POD_START, Wanted, find_dir};
 
@@ -48,10 +48,6 @@ struct Observation {
     started: Instant,
     limits_at_start: bool,
     limits_in_place: Instant,
-}
-
-fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 fn container_dirs(root: &Path, uid: &str) -> Vec<PathBuf> {
