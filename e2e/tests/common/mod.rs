@@ -119,6 +119,44 @@ pub async fn create_until_mutated_to_be(
     .await
 }
 
+/// How long a scenario waits for a node to offer the batch CPU its BE pod requests. On a real
+/// node the offer follows the node's measured usage, which stays high for minutes after a build
+/// or another scenario's load (the manager averages usage over its aggregation window).
+pub const BATCH_OFFER: Duration = Duration::from_secs(300);
+
+/// Waits until some node's allocatable `kubernetes.io/batch-cpu` is at least `milli`; panics
+/// after [`BATCH_OFFER`] naming the largest offer seen.
+pub async fn wait_for_batch_cpu(client: &kube::Client, milli: i64) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let largest = std::sync::Mutex::new(None::<i64>);
+    let found = koord_test_support::Poll::new("batch-cpu offer", BATCH_OFFER)
+        .until(async || {
+            let list = nodes.list(&Default::default()).await.ok()?;
+            let offer = list
+                .items
+                .iter()
+                .filter_map(|n| {
+                    n.status
+                        .as_ref()?
+                        .allocatable
+                        .as_ref()?
+                        .get("kubernetes.io/batch-cpu")
+                })
+                // A real API server stores quantities in canonical form (`2000` as `2k`).
+                .filter_map(|q| koord_api::ExactQuantity::from_k8s(q).ok().map(|v| v.value()))
+                .max();
+            *largest.lock().unwrap() = offer;
+            offer.filter(|v| *v >= milli).map(|_| ())
+        })
+        .await;
+    assert!(
+        found.is_ok(),
+        "timed out after {BATCH_OFFER:?} waiting for a node with {milli} batch-cpu allocatable \
+         (largest offer seen: {:?})",
+        largest.lock().unwrap()
+    );
+}
+
 /// The one poll-until helper, re-exported so every scenario file calls `common::wait_for`.
 pub use koord_test_support::wait_for;
 

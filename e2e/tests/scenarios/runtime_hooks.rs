@@ -133,7 +133,8 @@ async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> (Obse
     let ns = cleanup.ns().to_string();
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
     let resources =
-        json!({"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}});
+        json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}});
+    common::wait_for_batch_cpu(&env.client, 100).await;
     let mut pod = env.pod(
         name,
         json!({"app": name}),

@@ -64,26 +64,7 @@ async fn seed001_profile_pods_are_scheduled_by_koord_scheduler_through_the_exten
     cleanup.profiles.push(profile);
 
     // The mutated pod asks for 100 batch-cpu: wait until a node offers that much.
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
-    wait_for(
-        "a node with batch-cpu allocatable",
-        Duration::from_secs(180),
-        async || {
-            let list = nodes.list(&Default::default()).await.ok()?;
-            list.items
-                .iter()
-                .filter_map(|n| {
-                    n.status
-                        .as_ref()?
-                        .allocatable
-                        .as_ref()?
-                        .get("kubernetes.io/batch-cpu")
-                })
-                .any(|q| koord_api::ExactQuantity::from_k8s(q).is_ok_and(|v| v.value() >= 100))
-                .then_some(())
-        },
-    )
-    .await;
+    common::wait_for_batch_cpu(&env.client, 100).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
     let resources =
         json!({"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "64Mi"}});
