@@ -8,6 +8,8 @@
 #                                     (KOORD_IMAGE_PROFILE=dev: images of the debug binaries)
 #   scripts/real-cluster.sh test      run the scenario suite against the cluster
 #   scripts/real-cluster.sh down      stop everything, remove every mount, netns and cgroup
+#   scripts/real-cluster.sh restart containerd   stop containerd (SIGTERM; running containers
+#                                     and their shims stay) and start it again, as an upgrade does
 #   scripts/real-cluster.sh kubectl ARGS...   kubectl against the cluster (inside its netns)
 #   scripts/real-cluster.sh exec CMD ARGS...  any command inside the cluster's netns
 #
@@ -230,6 +232,22 @@ cmd_install() {
     log "installed in $((SECONDS - start)) s"
 }
 
+# restart containerd: what a node upgrade or a crash does to the runtime while pods run. The
+# shims keep the containers; the kubelet and NRI plugins (koordlet) reconnect by themselves.
+cmd_restart() {
+    require_own_cluster
+    [[ "${1:-}" == containerd ]] || die "restart: only 'containerd' can be restarted"
+    local pid start=$SECONDS
+    pid="$(cat "$RUN/pids/containerd" 2>/dev/null || true)"
+    [[ -n "$pid" ]] && grep -qx "$pid" <(cgroup_pids "$TRACK_CG") ||
+        die "restart: containerd is not running (pid file $RUN/pids/containerd: '${pid}')"
+    kill -TERM "$pid"
+    wait_until 30 "containerd (pid $pid) to exit" bash -c "! kill -0 $pid"
+    start_containerd
+    wait_until 60 containerd "$DEBS_ROOT/usr/bin/ctr" --address "$RUN/containerd/containerd.sock" version
+    log "containerd restarted in $((SECONDS - start)) s (was pid $pid, now $(cat "$RUN/pids/containerd"))"
+}
+
 cmd_test() {
     require_own_cluster
     local start=$SECONDS
@@ -238,6 +256,7 @@ cmd_test() {
         # Compile outside the netns (the registry may be needed), run inside it, offline.
         cargo test --locked -p koord-e2e --test scenarios --no-run
         in_netns env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
+            KOORD_E2E_RESTART_CONTAINERD="$REPO/scripts/real-cluster.sh restart containerd" \
             cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1 --nocapture
     else
         log "e2e/tests/scenarios.rs not present; ran the kubectl checks only"
@@ -251,8 +270,9 @@ case "${1:-}" in
     install) cmd_install ;;
     test) cmd_test ;;
     down) cmd_down ;;
+    restart) shift; cmd_restart "$@" ;;
     kubectl) shift; kctl "$@" ;;
     exec) shift; in_netns env KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" "$@" ;;
     unsupported-reason) unsupported_reason ;;
-    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,14p' "$0" >&2; exit 2 ;;
 esac

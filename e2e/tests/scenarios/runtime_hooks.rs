@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::names::DEFAULT_CONFIG_NAMESPACE;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::colocation::{colocation, read};
@@ -29,8 +29,8 @@ const EXPECTED: [(&str, &str, &str); 2] = [
     ("memory", "memory.limit_in_bytes", "134217728"),
 ];
 
-/// Whether koordlet on this node is registered with the runtime over NRI.
-fn nri_connected() -> Result<bool, String> {
+/// koordlet's `/metrics` on this node.
+fn koordlet_metrics() -> Result<String, String> {
     let addr: SocketAddr = KOORDLET_METRICS.parse().map_err(|e| format!("{e}"))?;
     let (code, body) = common::http_get(addr, "/metrics").ok_or_else(|| {
         format!("koordlet's metrics not reachable on {addr} (the suite does not run on the node)")
@@ -38,7 +38,56 @@ fn nri_connected() -> Result<bool, String> {
     if code != 200 {
         return Err(format!("koordlet's /metrics answered {code}"));
     }
-    Ok(body.lines().any(|l| l.trim() == "koordlet_nri_connected 1"))
+    Ok(body)
+}
+
+/// Whether koordlet on this node is registered with the runtime over NRI.
+fn nri_connected() -> Result<bool, String> {
+    Ok(koordlet_metrics()?
+        .lines()
+        .any(|l| l.trim() == "koordlet_nri_connected 1"))
+}
+
+/// What koordlet's NRI metrics say at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NriCounts {
+    connected: bool,
+    /// Synchronize requests answered with at least one container update.
+    sync_adjusted: u64,
+    /// Every Synchronize request answered.
+    sync_total: u64,
+}
+
+impl NriCounts {
+    fn read() -> Result<NriCounts, String> {
+        let body = koordlet_metrics()?;
+        let sync = |result: Option<&str>| -> u64 {
+            body.lines()
+                .filter(|l| {
+                    l.starts_with("koordlet_nri_requests_total{")
+                        && l.contains("event=\"synchronize\"")
+                        && result.is_none_or(|r| l.contains(&format!("result=\"{r}\"")))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        };
+        Ok(NriCounts {
+            connected: body.lines().any(|l| l.trim() == "koordlet_nri_connected 1"),
+            sync_adjusted: sync(Some("adjusted")),
+            sync_total: sync(None),
+        })
+    }
+}
+
+/// Why the NRI scenarios cannot run here, if they cannot.
+fn nri_unavailable() -> Option<String> {
+    match nri_connected() {
+        Ok(true) => None,
+        Ok(false) => {
+            Some("koordlet is not registered with the runtime over NRI (chart value koordlet.nri)".into())
+        }
+        Err(reason) => Some(reason),
+    }
 }
 
 /// The first moment the workload process (`comm` = `busy`) runs in one of the pod's container
@@ -126,9 +175,18 @@ async fn on_the_node(env: &Env) -> Result<(String, PathBuf), String> {
     Ok((node, root))
 }
 
+/// A BE pod started by [`start_be_pod`]: what was observed, and the guard that removes its
+/// namespace.
+struct StartedBePod {
+    observation: Observation,
+    window: Duration,
+    running: Pod,
+    _cleanup: Cleanup,
+}
+
 /// Creates a BE pod (batch-cpu limit 1000, batch-memory 128Mi) on `node` in a fresh colocation
 /// namespace and watches its container start; returns the observation and the window.
-async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> (Observation, Duration) {
+async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> StartedBePod {
     let cleanup = colocation(env).await;
     let ns = cleanup.ns().to_string();
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
@@ -150,9 +208,14 @@ async fn start_be_pod(env: &Env, node: &str, root: PathBuf, name: &str) -> (Obse
         .await
         .unwrap()
         .expect("the BE container started and got koordlet's limits within the pod start time");
-    env.wait_running(&ns, name).await;
+    let running = env.wait_running(&ns, name).await;
     let window = observation.limits_in_place.duration_since(observation.started);
-    (observation, window)
+    StartedBePod {
+        observation,
+        window,
+        running,
+        _cleanup: cleanup,
+    }
 }
 
 /// Waits until the koordlet DaemonSet's latest generation is available on every node and
@@ -186,20 +249,13 @@ async fn be_container_starts_with_its_batch_limits_through_nri() {
             return;
         }
     };
-    match nri_connected() {
-        Ok(true) => {}
-        Ok(false) => {
-            println!(
-                "skipped: koordlet is not registered with the runtime over NRI (chart value koordlet.nri)"
-            );
-            return;
-        }
-        Err(reason) => {
-            println!("skipped: {reason}");
-            return;
-        }
+    if let Some(reason) = nri_unavailable() {
+        println!("skipped: {reason}");
+        return;
     }
-    let (observation, window) = start_be_pod(&env, &node, root, "batch-nri").await;
+    let StartedBePod {
+        observation, window, ..
+    } = start_be_pod(&env, &node, root, "batch-nri").await;
     println!(
         "unshaped window with NRI: {} ms (limits in the container cgroup when its process first ran: {})",
         window.as_millis(),
@@ -256,7 +312,9 @@ async fn unshaped_window_without_nri() {
         .await
         .unwrap();
     koordlet_rolled_out(&daemonsets, false).await;
-    let (observation, window) = start_be_pod(&env, &node, root, "batch-no-nri").await;
+    let StartedBePod {
+        observation, window, ..
+    } = start_be_pod(&env, &node, root, "batch-no-nri").await;
     println!(
         "unshaped window without NRI: {} ms (limits in place when the process first ran: {})",
         window.as_millis(),
@@ -265,4 +323,151 @@ async fn unshaped_window_without_nri() {
     drop(guard);
     // Leave koordlet as found: back on NRI before the next scenario runs.
     koordlet_rolled_out(&daemonsets, true).await;
+}
+
+/// The container ID (without the runtime prefix) and restart count of a pod's only container.
+fn container_of(pod: &Pod) -> (String, i32) {
+    let status = &pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+    let id = status.container_id.clone().unwrap_or_default();
+    let id = id.split_once("://").map_or(id.clone(), |(_, h)| h.to_string());
+    (id, status.restart_count)
+}
+
+/// Whether the container's cgroup still has koordlet's BE limits.
+fn container_limits_in_place(root: &Path, pod: &Pod, container_id: &str) -> bool {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    container_dirs(root, &uid)
+        .iter()
+        .filter(|d| d.file_name().is_some_and(|n| n == container_id))
+        .any(|d| limits_set(root, d))
+}
+
+/// Waits until the only BE pod on `node` is `uid` (other scenarios' pods may still be
+/// terminating): then every update a Synchronize sends would be a duplicate of ours.
+async fn only_be_pod_on_node(env: &Env, node: &str, uid: &str) {
+    let pods: Api<Pod> = Api::all(env.client.clone());
+    let params = ListParams::default()
+        .labels("koordinator.sh/qosClass=BE")
+        .fields(&format!("spec.nodeName={node}"));
+    common::wait_for("no other BE pod on the node", POD_START, async || {
+        let list = pods.list(&params).await.ok()?;
+        list.items
+            .iter()
+            .all(|p| p.metadata.uid.as_deref() == Some(uid))
+            .then_some(())
+    })
+    .await;
+}
+
+/// Waits until koordlet is registered again and has answered a Synchronize newer than `before`.
+async fn registered_again(what: &str, before: Option<NriCounts>) -> (NriCounts, Duration) {
+    let started = Instant::now();
+    let counts = common::wait_for(what, POD_START, async || {
+        let now = NriCounts::read().ok()?;
+        let synced = before.map_or(now.sync_total >= 1, |b| now.sync_total > b.sync_total);
+        (now.connected && synced).then_some(now)
+    })
+    .await;
+    (counts, started.elapsed())
+}
+
+/// Restarts of the runtime and of koordlet while a BE pod runs. Each time koordlet registers
+/// again, the runtime's Synchronize finds the pod's container already adjusted, so no update
+/// is sent twice; the container keeps running with its limits; and a container created after
+/// both restarts is still adjusted before it starts. The containerd restart needs the command
+/// in `KOORD_E2E_RESTART_CONTAINERD` (`scripts/real-cluster.sh test` sets it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nri_adjustments_survive_containerd_and_koordlet_restarts() {
+    let env = Env::start(Wanted::default()).await;
+    let (node, root) = match on_the_node(&env).await {
+        Ok(found) => found,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    if let Some(reason) = nri_unavailable() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let before = start_be_pod(&env, &node, root.clone(), "batch-restarts").await;
+    assert!(
+        before.observation.limits_at_start,
+        "NRI did not adjust the first container"
+    );
+    let pod = before.running.clone();
+    let (container_id, restarts) = container_of(&pod);
+    only_be_pod_on_node(&env, &node, pod.metadata.uid.as_deref().unwrap()).await;
+
+    match std::env::var("KOORD_E2E_RESTART_CONTAINERD") {
+        Ok(command) if !command.trim().is_empty() => {
+            let counts = NriCounts::read().unwrap();
+            let status = std::process::Command::new("sh")
+                .args(["-c", &command])
+                .status()
+                .unwrap();
+            assert!(status.success(), "{command}: {status}");
+            let (after, took) =
+                registered_again("koordlet registered after the containerd restart", Some(counts)).await;
+            println!("containerd restarted: koordlet registered and synchronised again {took:?} later");
+            assert_eq!(
+                after.sync_adjusted, counts.sync_adjusted,
+                "the Synchronize after the containerd restart sent updates for an already adjusted container"
+            );
+        }
+        _ => println!(
+            "skipped: the containerd restart (KOORD_E2E_RESTART_CONTAINERD names no command; scripts/real-cluster.sh test sets it)"
+        ),
+    }
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), DEFAULT_CONFIG_NAMESPACE);
+    let params = ListParams::default()
+        .labels("koord-app=koordlet")
+        .fields(&format!("spec.nodeName={node}"));
+    let old = pods.list(&params).await.unwrap().items;
+    assert_eq!(old.len(), 1, "one koordlet pod on {node}");
+    let old_uid = old[0].metadata.uid.clone();
+    pods.delete(old[0].metadata.name.as_deref().unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
+    common::wait_for("a new koordlet pod Ready", POD_START, async || {
+        let list = pods.list(&params).await.ok()?;
+        list.items
+            .iter()
+            .any(|p| {
+                p.metadata.uid != old_uid
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .then_some(())
+    })
+    .await;
+    let (after, took) = registered_again("the new koordlet registered over NRI", None).await;
+    println!("koordlet restarted: registered and synchronised {took:?} after its pod was Ready");
+    assert_eq!(
+        after.sync_adjusted, 0,
+        "the restarted koordlet's first Synchronize sent updates for an already adjusted container"
+    );
+
+    let now = Api::<Pod>::namespaced(env.client.clone(), pod.metadata.namespace.as_deref().unwrap())
+        .get(pod.metadata.name.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        container_of(&now),
+        (container_id.clone(), restarts),
+        "the container was replaced or restarted"
+    );
+    assert!(
+        container_limits_in_place(&root, &now, &container_id),
+        "the container's cgroup lost koordlet's limits across the restarts"
+    );
+    let later = start_be_pod(&env, &node, root, "batch-after-restarts").await;
+    assert!(
+        later.observation.limits_at_start,
+        "a container created after the restarts ran {:?} before its limits were set",
+        later.window
+    );
 }
