@@ -361,6 +361,27 @@ impl KubeCgroupPaths {
         self.pod_dir(qos, uid).join_trusted(&name)
     }
 
+    /// The pod directory of pod `uid` that the runtime names `cgroup_parent` (NRI's
+    /// `PodSandbox.linux.cgroup_parent`: `/kubepods/besteffort/pod<uid>` with the cgroupfs
+    /// driver, `kubepods-besteffort-pod<uid_>.slice` with systemd). Only one of the three
+    /// directories this layout gives the pod is accepted, so a runtime's parent can never point
+    /// koordlet's writes at a cgroup outside the pod; `None` for anything else.
+    pub fn pod_dir_of_parent(&self, cgroup_parent: &str, uid: &PodUid) -> Option<CgroupDir> {
+        let parent = cgroup_parent.trim_end_matches('/');
+        [
+            KubeQoSClass::Guaranteed,
+            KubeQoSClass::Burstable,
+            KubeQoSClass::BestEffort,
+        ]
+        .into_iter()
+        .map(|qos| self.pod_dir(qos, uid))
+        .find(|dir| match self.driver {
+            CgroupDriver::Cgroupfs => Path::new(parent.trim_start_matches('/')) == dir.as_path(),
+            // systemd names the slice only; its place follows from the name.
+            CgroupDriver::Systemd => dir.as_path().file_name().and_then(|n| n.to_str()) == Some(parent),
+        })
+    }
+
     /// The pod UID a pod directory name stands for (`pod<uid>` or `...-pod<uid_>.slice`), for
     /// sweeping directories of pods that no longer exist.
     pub fn pod_uid_from_dir_name(&self, name: &str) -> Option<PodUid> {
@@ -411,6 +432,44 @@ mod tests {
     use super::*;
 
     const UID: &str = "6f1e3a2b-1111-2222-3333-444455556666";
+
+    #[test]
+    fn pod_dir_from_the_runtimes_cgroup_parent() {
+        let uid = PodUid::new(UID).unwrap();
+        let other = PodUid::new("0000").unwrap();
+        let cgroupfs = KubeCgroupPaths::new(CgroupDriver::Cgroupfs);
+        let found = |paths: &KubeCgroupPaths, parent: &str, uid: &PodUid| {
+            paths.pod_dir_of_parent(parent, uid).map(|d| d.to_string())
+        };
+        let be = format!("kubepods/besteffort/pod{UID}");
+        assert_eq!(found(&cgroupfs, &format!("/{be}"), &uid), Some(be.clone()));
+        assert_eq!(found(&cgroupfs, &format!("{be}/"), &uid), Some(be.clone()));
+        assert_eq!(
+            found(&cgroupfs, &format!("/kubepods/pod{UID}"), &uid),
+            Some(format!("kubepods/pod{UID}"))
+        );
+        // Another pod's directory, a parent outside kubepods, a climb out: refused.
+        assert_eq!(found(&cgroupfs, &format!("/{be}"), &other), None);
+        assert_eq!(found(&cgroupfs, &format!("/system.slice/pod{UID}"), &uid), None);
+        assert_eq!(
+            found(&cgroupfs, &format!("/kubepods/../besteffort/pod{UID}"), &uid),
+            None
+        );
+        assert_eq!(found(&cgroupfs, "/", &uid), None);
+        let nested = KubeCgroupPaths::with_parent(CgroupDriver::Cgroupfs, Path::new("k8s")).unwrap();
+        assert_eq!(
+            found(&nested, &format!("/k8s/{be}"), &uid),
+            Some(format!("k8s/{be}"))
+        );
+        assert_eq!(found(&nested, &format!("/{be}"), &uid), None);
+        let systemd = KubeCgroupPaths::new(CgroupDriver::Systemd);
+        let slice = format!("kubepods-burstable-pod{}.slice", UID.replace('-', "_"));
+        assert_eq!(
+            found(&systemd, &slice, &uid),
+            Some(format!("kubepods.slice/kubepods-burstable.slice/{slice}"))
+        );
+        assert_eq!(found(&systemd, "kubepods-burstable.slice", &uid), None);
+    }
 
     #[test]
     fn every_qos_class_at_every_level_for_both_drivers() {

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use allocate::take_packed;
 pub use kubelet::KubeletCpuManager;
+pub use pin::container_cpus;
 use pin::{targets, writes};
 use request::{allocate_all, pod_name, whole_cpus};
 pub use state::{Allocation, CpusetAllocations, STATE_VERSION, StateFileError};
@@ -197,6 +198,58 @@ pub struct CpusetPolicyPlan {
     /// CPUs BE must leave (exclusive allocations), for cpu_suppress's pools.
     #[serde(skip)]
     pub exclusive_cpus: CpuList,
+    /// What a container created before the next round gets (for the runtime hooks).
+    #[serde(skip)]
+    pub runtime: RuntimeCpusets,
+}
+
+/// The pools and allocations of a round, for deciding the cpuset of a container the runtime
+/// creates before the next round ([`RuntimeCpusets::container`]), as that round will.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeCpusets {
+    /// The shared pool (`none` containers).
+    pub shared: CpuList,
+    /// The BE pool, when this strategy writes BE cpusets (cpu_suppress does not).
+    pub be_pool: Option<CpuList>,
+    /// Allocations by (pod UID, container name).
+    pub allocations: BTreeMap<(String, String), CpuList>,
+}
+
+/// A pod as the runtime describes it, for [`RuntimeCpusets::container`].
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimePod<'a> {
+    /// `metadata.uid`.
+    pub uid: &'a str,
+    /// Counts as BE (koordinator BE or kube BestEffort).
+    pub be: bool,
+    /// The CPUs the scheduler bound it to (LSE/LSR, gate `CPUSetAllocator`).
+    pub bound: Option<&'a CpuList>,
+    /// The policy its annotation asks for.
+    pub policy: Option<CpusetPolicy>,
+}
+
+impl RuntimeCpusets {
+    /// The cpuset of a new container of `pod`, or `None` to leave it to the next round: an
+    /// `exclusive`/`share` container without an allocation yet is allocated there (never
+    /// half-allocated here), and a BE container is cpu_suppress's when it owns BE cpusets.
+    pub fn container(&self, pod: &RuntimePod<'_>, container: &str) -> Option<CpuList> {
+        let allocated = self.allocations.get(&(pod.uid.to_owned(), container.to_owned()));
+        if pod.bound.is_none()
+            && !pod.be
+            && allocated.is_none()
+            && matches!(pod.policy, Some(CpusetPolicy::Exclusive | CpusetPolicy::Share))
+        {
+            return None;
+        }
+        container_cpus(pod.bound, pod.be, allocated, &self.shared, self.be_pool.as_ref())
+    }
+}
+
+/// The `cpuset` of a `scheduling.koordinator.sh/resource-status` annotation value (`None` when
+/// absent or not parseable, as the round treats it).
+pub fn resource_status_cpus(text: &str) -> Option<CpuList> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    CpuList::parse(v.get("cpuset")?.as_str()?).ok()
 }
 
 /// Whether the strategy has anything to do: a pod asks for a policy (or names one that does
@@ -234,6 +287,7 @@ pub fn decide(input: &CpusetPolicyInput<'_>) -> CpusetPolicyPlan {
         writes: Vec::new(),
         next_state: input.state.clone(),
         exclusive_cpus: input.state.exclusive(),
+        runtime: RuntimeCpusets::default(),
     };
     if online.is_empty() {
         plan.problems.push(Problem {
@@ -274,6 +328,16 @@ pub fn decide(input: &CpusetPolicyInput<'_>) -> CpusetPolicyPlan {
         })
         .collect();
     plan.next_state = CpusetAllocations::from_entries(table.accepted.into_values());
+    plan.runtime = RuntimeCpusets {
+        shared: shared.clone(),
+        be_pool: input.manage_be.then(|| be_pool.clone()),
+        allocations: plan
+            .next_state
+            .allocations
+            .iter()
+            .map(|a| ((a.pod_uid.clone(), a.container.clone()), a.cpus.clone()))
+            .collect(),
+    };
     plan.allocations = plan.next_state.allocations.clone();
     plan.problems = problems;
     plan

@@ -26,21 +26,18 @@ pub(super) fn targets<'a>(
         if p.be && p.bound.is_none() && !input.manage_be {
             continue;
         }
+        let be_pool = input.manage_be.then_some(be_pool);
         let containers = p
             .containers
             .iter()
             .filter_map(|c| {
                 let dir = c.dir.as_ref()?;
-                let cpus = if let Some(bound) = &p.bound {
-                    bound.clone()
-                } else if p.be {
-                    be_pool.clone()
-                } else if let Some(a) = table.accepted.get(&(p.uid.clone(), c.name.clone())) {
-                    a.cpus.clone()
-                } else {
-                    shared.clone()
-                };
-                (!cpus.is_empty()).then_some((dir, cpus))
+                let allocated = table
+                    .accepted
+                    .get(&(p.uid.clone(), c.name.clone()))
+                    .map(|a| &a.cpus);
+                let cpus = container_cpus(p.bound.as_ref(), p.be, allocated, shared, be_pool)?;
+                Some((dir, cpus))
             })
             .collect::<Vec<_>>();
         if !containers.is_empty() {
@@ -48,6 +45,26 @@ pub(super) fn targets<'a>(
         }
     }
     out
+}
+
+/// The cpuset one container gets, in order: the CPUs the scheduler bound its pod to, the BE
+/// pool for a BE pod (`None` when cpu_suppress owns BE cpusets: `be_pool` is `None`), its
+/// allocation, else the shared pool. The round and the runtime hooks both decide with this, so
+/// a container created between two rounds starts where the next round keeps it.
+pub fn container_cpus(
+    bound: Option<&CpuList>,
+    be: bool,
+    allocated: Option<&CpuList>,
+    shared: &CpuList,
+    be_pool: Option<&CpuList>,
+) -> Option<CpuList> {
+    let cpus = match (bound, be, allocated) {
+        (Some(bound), _, _) => bound.clone(),
+        (None, true, _) => be_pool?.clone(),
+        (None, false, Some(allocated)) => allocated.clone(),
+        (None, false, None) => shared.clone(),
+    };
+    (!cpus.is_empty()).then_some(cpus)
 }
 
 /// Parents first, widened (never narrowed) to hold their children's targets; then the

@@ -418,3 +418,79 @@ fn cpuset_policy_unknown_topology_keeps_everything() {
     assert_eq!(plan.next_state, w.state);
     assert_eq!(plan.problems.len(), 1);
 }
+
+/// A container created between two rounds gets from the round's runtime view exactly the
+/// cpuset that round settled for the same container: hooks and round agree.
+#[test]
+fn cpuset_policy_runtime_view_agrees_with_the_round() {
+    let t = topo(1, 4, false);
+    let mut bound = pod("lsr", None, &[("app", Some(1000))], "0-3");
+    bound.qos = QoSClass::Lsr;
+    bound.bound = Some(cpus("3"));
+    let mut be = pod("be", None, &[("job", None)], "0-3");
+    be.be = true;
+    let mut w = World::new(
+        t,
+        vec![
+            pod("ex", Some("exclusive"), &[("app", Some(1000))], "0-3"),
+            pod("shared", None, &[("c", None)], "0-3"),
+            bound,
+            be,
+        ],
+    );
+    for manage_be in [true, false] {
+        w.manage_be = manage_be;
+        let plan = w.step();
+        assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+        for p in &w.pods {
+            let policy = p.policy.clone().unwrap();
+            let runtime_pod = RuntimePod {
+                uid: &p.uid,
+                be: p.be,
+                bound: p.bound.as_ref(),
+                policy,
+            };
+            for c in &p.containers {
+                let decided = plan.runtime.container(&runtime_pod, &c.name);
+                let settled = c.dir.as_ref().unwrap().cpuset.clone();
+                if p.be && !manage_be {
+                    assert_eq!(decided, None, "BE cpusets are cpu_suppress's");
+                } else {
+                    assert_eq!(decided, settled, "{}/{}", p.name, c.name);
+                }
+            }
+        }
+    }
+    assert_eq!(w.cpus_of("ex", "app"), "2");
+    assert_eq!(w.cpus_of("lsr", "app"), "3");
+    // A new `exclusive` container has no allocation yet: left to the next round, which
+    // allocates it; a new `none` container starts in the shared pool.
+    let plan = w.run();
+    let fresh = |policy| RuntimePod {
+        uid: "uid-new",
+        be: false,
+        bound: None,
+        policy,
+    };
+    assert_eq!(
+        plan.runtime
+            .container(&fresh(Some(CpusetPolicy::Exclusive)), "app"),
+        None
+    );
+    assert_eq!(
+        plan.runtime.container(&fresh(Some(CpusetPolicy::None)), "app"),
+        Some(cpus("0-1"))
+    );
+    assert_eq!(plan.runtime.container(&fresh(None), "app"), Some(cpus("0-1")));
+}
+
+#[test]
+fn cpuset_policy_resource_status_annotation() {
+    assert_eq!(
+        resource_status_cpus(r#"{"cpuset": "1-2,4"}"#),
+        Some(cpus("1-2,4"))
+    );
+    assert_eq!(resource_status_cpus(r#"{"cpuset": 3}"#), None);
+    assert_eq!(resource_status_cpus("not json"), None);
+    assert_eq!(resource_status_cpus("{}"), None);
+}

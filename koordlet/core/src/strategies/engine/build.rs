@@ -321,8 +321,7 @@ pub(super) fn bound_cpus(p: &PodMeta) -> Option<CpuList> {
         .annotations
         .as_ref()?
         .get(names::ANNOTATION_RESOURCE_STATUS)?;
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    CpuList::parse(v.get("cpuset")?.as_str()?).ok()
+    crate::strategies::cpuset_policy::resource_status_cpus(text)
 }
 
 /// CPU topology and owners for suppress's cpuset policy.
