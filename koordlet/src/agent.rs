@@ -212,6 +212,8 @@ pub async fn run(
             ),
         telemetry: telemetry.clone(),
     };
+    let (runtime_cpusets_tx, runtime_cpusets_rx) = watch::channel(None);
+    let kubelet_cpu_manager = crate::cpuset_state::detect_kubelet_cpu_manager(&settings.kubelet_root_dir);
     let qos = QosLoop::new(
         QosLoopConfig {
             // The fast path owns the live cpu_suppress writes.
@@ -222,6 +224,7 @@ pub async fn run(
         edges,
     )
     .with_cpuset_scope(scope_tx)
+    .with_runtime_cpusets(runtime_cpusets_tx)
     .with_resctrl(crate::resctrl_loop::start(
         &settings.gates,
         &settings.roots,
@@ -231,7 +234,7 @@ pub async fn run(
         settings.dry_run,
     ))
     .with_cpuset_policy(
-        crate::cpuset_state::detect_kubelet_cpu_manager(&settings.kubelet_root_dir),
+        kubelet_cpu_manager.clone(),
         Some(crate::cpuset_state::CpusetStateFile::new(
             &settings.cpuset_state_file,
         )),
@@ -267,7 +270,12 @@ pub async fn run(
     spawn_nri(
         &mut tasks,
         &settings,
-        nri_telemetry,
+        NriInputs {
+            telemetry: nri_telemetry,
+            pod_cgroups: Arc::new(crate::nri::NodePodCgroups::new(cgroups.clone(), paths.clone())),
+            kubelet_static_cpu_manager: kubelet_cpu_manager.is_static(),
+            runtime_cpusets: runtime_cpusets_rx,
+        },
         &readiness,
         &snap_rx,
         &stop_rx,
@@ -290,19 +298,35 @@ pub async fn run(
     Ok(())
 }
 
-/// Starts the runtime hooks over NRI when enabled: the plugin's connection loop, and a task
-/// that keeps the hooks' settings equal to the QoS round's (gates, NodeSLO). When the socket
-/// exists at start the `nri` readiness check follows the connection.
+/// What the runtime hooks need from the rest of the agent.
+struct NriInputs {
+    telemetry: crate::nri::NriTelemetry,
+    pod_cgroups: Arc<dyn crate::nri::PodCgroups>,
+    /// The kubelet's static CPU manager owns container cpusets.
+    kubelet_static_cpu_manager: bool,
+    /// The CPU set policies' pools after each QoS round.
+    runtime_cpusets: watch::Receiver<Option<Arc<koordlet_core::strategies::cpuset_policy::RuntimeCpusets>>>,
+}
+
+/// Starts the runtime hooks over NRI when enabled: the plugin's connection loop, and tasks that
+/// keep the hooks' settings and CPU pools equal to the QoS round's (gates, NodeSLO, the CPU set
+/// policies). When the socket exists at start the `nri` readiness check follows the connection.
 fn spawn_nri(
     tasks: &mut tokio::task::JoinSet<()>,
     settings: &AgentSettings,
-    telemetry: crate::nri::NriTelemetry,
+    inputs: NriInputs,
     readiness: &koord_runtime::Readiness,
     snapshots: &watch::Receiver<Snapshot>,
     stop: &watch::Receiver<bool>,
 ) {
-    use crate::nri::{BeHooks, ConnectionState, HookSettings, PluginConfig};
+    use crate::nri::{ConnectionState, HookSettings, PluginConfig, RuntimeHooks};
     use koordlet_core::strategies::engine::be_limits_settings;
+    let NriInputs {
+        telemetry,
+        pod_cgroups,
+        kubelet_static_cpu_manager,
+        mut runtime_cpusets,
+    } = inputs;
     let Some(socket) = settings.nri_socket.clone() else {
         info!("NRI runtime hooks disabled by flag");
         return;
@@ -311,14 +335,22 @@ fn spawn_nri(
     let decide_settings = move |snapshot: &Snapshot| HookSettings {
         batch_resource: gates.enabled("BatchResource"),
         be_limits: be_limits_settings(&gates, snapshot.node_slo.as_deref()),
+        cpusets: !kubelet_static_cpu_manager,
+        cpuset_allocator: gates.enabled("CPUSetAllocator"),
     };
-    let hooks = BeHooks::new(decide_settings(&snapshots.borrow()));
+    let hooks = RuntimeHooks::new(decide_settings(&snapshots.borrow())).with_pod_cgroups(pod_cgroups);
     let mut snapshots = snapshots.clone();
     let updater = hooks.clone();
     tasks.spawn(async move {
         while snapshots.changed().await.is_ok() {
             let next = decide_settings(&snapshots.borrow_and_update());
             updater.set_settings(next);
+        }
+    });
+    let updater = hooks.clone();
+    tasks.spawn(async move {
+        while runtime_cpusets.changed().await.is_ok() {
+            updater.set_runtime_cpusets(runtime_cpusets.borrow_and_update().clone());
         }
     });
     let expected = socket.exists();

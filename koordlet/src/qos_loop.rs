@@ -33,7 +33,7 @@ use koordlet_core::strategies::be_limits;
 use koordlet_core::strategies::cpu_evict;
 use koordlet_core::strategies::cpu_qos::CpuQosKernel;
 use koordlet_core::strategies::cpuset::CpuInfo;
-use koordlet_core::strategies::cpuset_policy::{self, KubeletCpuManager};
+use koordlet_core::strategies::cpuset_policy::{self, KubeletCpuManager, RuntimeCpusets};
 use koordlet_core::strategies::engine::{
     self, EngineCache, EngineInput, EngineOptions, EngineState, NodeFacts, Report,
 };
@@ -102,6 +102,8 @@ pub struct QosLoop {
     core_sched_logged: Option<String>,
     /// cpuset_policy's node-local edges.
     cpuset: CpusetEdges,
+    /// Where the runtime hooks learn the CPU set policies' pools.
+    runtime_cpusets: Option<watch::Sender<Option<Arc<RuntimeCpusets>>>>,
     /// The node's sysctls (`systemStrategy`), when its state could be loaded.
     system_config: Option<crate::system_config::SystemConfig>,
 }
@@ -175,6 +177,7 @@ impl QosLoop {
             core_sched: CoreScheduler::new(),
             core_sched_logged: None,
             cpuset: CpusetEdges::default(),
+            runtime_cpusets: None,
             system_config: None,
         }
     }
@@ -235,6 +238,13 @@ impl QosLoop {
         }
         self.cpuset.kubelet = kubelet;
         self.cpuset.file = file;
+        self
+    }
+
+    /// Publishes the CPU set policies' pools and allocations to the runtime hooks after every
+    /// round in which they changed (`None` while the policies are idle on this node).
+    pub fn with_runtime_cpusets(mut self, tx: watch::Sender<Option<Arc<RuntimeCpusets>>>) -> Self {
+        self.runtime_cpusets = Some(tx);
         self
     }
 
@@ -347,6 +357,19 @@ impl QosLoop {
                     return false;
                 }
                 *cur = Some(Arc::new(scope));
+                true
+            });
+        }
+        if let Some(tx) = &self.runtime_cpusets {
+            let next = match &plan.strategies.cpuset_policy {
+                Report::Ran(p) => Some(&p.runtime),
+                Report::Skipped { .. } => None,
+            };
+            tx.send_if_modified(|cur| {
+                if cur.as_deref() == next {
+                    return false;
+                }
+                *cur = next.cloned().map(Arc::new);
                 true
             });
         }

@@ -306,3 +306,45 @@ proptest::proptest! {
         }
     }
 }
+
+/// The cpuset hook's view of a pod cgroup: found from the runtime's cgroup parent (both drivers),
+/// with the CPUs a container's set must fit in on v1 and none on v2; any other parent refused.
+#[test]
+fn pod_cgroup_of_a_runtime_sandbox() {
+    use koordlet::nri::api::{LinuxPodSandbox, PodSandbox};
+    use koordlet::nri::{NodePodCgroups, PodCgroups};
+    for version in VERSIONS {
+        for driver in DRIVERS {
+            let host = FakeHost::new(version, driver);
+            let dir = host.paths.pod_dir(KubeQoSClass::BestEffort, &uid());
+            if version == CgroupVersion::V1 {
+                std::fs::write(host.file("cpuset", dir.as_path(), "cpuset.cpus"), "1-2\n").unwrap();
+            }
+            let pod_cgroups = NodePodCgroups::new(std::sync::Arc::new(detect(&host)), host.paths.clone());
+            let parent = match driver {
+                CgroupDriver::Cgroupfs => format!("/{dir}"),
+                CgroupDriver::Systemd => dir.as_path().file_name().unwrap().to_string_lossy().into_owned(),
+            };
+            let sandbox = |uid: &str, parent: &str| PodSandbox {
+                uid: uid.into(),
+                linux: Some(LinuxPodSandbox {
+                    cgroup_parent: parent.into(),
+                }),
+                ..PodSandbox::default()
+            };
+            let found = pod_cgroups.pod_cgroup(&sandbox(uid().as_str(), &parent)).unwrap();
+            assert_eq!(found.kube_qos, KubeQoSClass::BestEffort, "{version:?} {driver:?}");
+            let want = (version == CgroupVersion::V1).then(|| CpuSet::parse("1-2").unwrap());
+            assert_eq!(found.fits_in, want, "{version:?} {driver:?}");
+            // Another pod's UID, a parent outside kubepods, a bad UID: refused with a reason.
+            for (uid, parent) in [
+                ("other", parent.as_str()),
+                (uid().as_str(), "/system.slice"),
+                ("../x", "/"),
+            ] {
+                let e = pod_cgroups.pod_cgroup(&sandbox(uid, parent)).unwrap_err();
+                assert!(!e.is_empty());
+            }
+        }
+    }
+}

@@ -22,13 +22,13 @@ use std::time::Duration;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use koordlet::nri::api;
-use koordlet::nri::{BeHooks, ConnectionState, NriHandler, NriTelemetry, PluginConfig, run_plugin};
+use koordlet::nri::{ConnectionState, NriHandler, NriTelemetry, PluginConfig, RuntimeHooks, run_plugin};
 use tokio::sync::watch;
 
 /// The real hooks, counting the runtime's synchronisations.
 #[derive(Default)]
 struct CountingHooks {
-    hooks: BeHooks,
+    hooks: RuntimeHooks,
     syncs: AtomicUsize,
 }
 
@@ -228,7 +228,7 @@ async fn be_container_starts_with_its_batch_limits() {
     let (stop_tx, stop_rx) = watch::channel(false);
     let plugin = tokio::spawn(run_plugin(
         config,
-        Arc::new(BeHooks::default()),
+        Arc::new(RuntimeHooks::default()),
         NriTelemetry::unregistered(),
         state_tx,
         stop_rx,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fake_runtime::FakeRuntime;
 use koordlet::nri::api::{self, Event};
-use koordlet::nri::{BeHooks, ConnectionState, NriHandler, NriTelemetry, PluginConfig, run_plugin};
+use koordlet::nri::{ConnectionState, NriHandler, NriTelemetry, PluginConfig, RuntimeHooks, run_plugin};
 use tokio::sync::watch;
 
 const SPEC: &str = r#"{"containers":{"main":{"requests":{"kubernetes.io/batch-cpu":"500"},"limits":{"kubernetes.io/batch-cpu":"1000","kubernetes.io/batch-memory":"256Mi"}}}}"#;
@@ -84,7 +84,7 @@ async fn wait_state(plugin: &mut Plugin, want: ConnectionState) {
 async fn registers_synchronizes_adjusts_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("nri.sock");
-    let mut plugin = start(&socket, Arc::new(BeHooks::default()), Duration::from_secs(1));
+    let mut plugin = start(&socket, Arc::new(RuntimeHooks::default()), Duration::from_secs(1));
     // No socket yet: the plugin waits for one.
     wait_state(&mut plugin, ConnectionState::SocketMissing).await;
 
@@ -222,7 +222,7 @@ async fn synchronize_500_containers_bench() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("nri.sock");
     let runtime = FakeRuntime::bind(&socket);
-    let _plugin = start(&socket, Arc::new(BeHooks::default()), Duration::from_secs(1));
+    let _plugin = start(&socket, Arc::new(RuntimeHooks::default()), Duration::from_secs(1));
     let mut conn = runtime.accept().await;
     conn.configure().await;
     let request = api::SynchronizeRequest {

@@ -361,12 +361,13 @@ impl KubeCgroupPaths {
         self.pod_dir(qos, uid).join_trusted(&name)
     }
 
-    /// The pod directory of pod `uid` that the runtime names `cgroup_parent` (NRI's
-    /// `PodSandbox.linux.cgroup_parent`: `/kubepods/besteffort/pod<uid>` with the cgroupfs
-    /// driver, `kubepods-besteffort-pod<uid_>.slice` with systemd). Only one of the three
+    /// The pod directory (and the kube QoS class it stands for) of pod `uid` that the runtime
+    /// names `cgroup_parent` (NRI's `PodSandbox.linux.cgroup_parent`:
+    /// `/kubepods/besteffort/pod<uid>` with the cgroupfs driver,
+    /// `kubepods-besteffort-pod<uid_>.slice` with systemd). Only one of the three
     /// directories this layout gives the pod is accepted, so a runtime's parent can never point
     /// koordlet's writes at a cgroup outside the pod; `None` for anything else.
-    pub fn pod_dir_of_parent(&self, cgroup_parent: &str, uid: &PodUid) -> Option<CgroupDir> {
+    pub fn pod_dir_of_parent(&self, cgroup_parent: &str, uid: &PodUid) -> Option<(KubeQoSClass, CgroupDir)> {
         let parent = cgroup_parent.trim_end_matches('/');
         [
             KubeQoSClass::Guaranteed,
@@ -374,8 +375,8 @@ impl KubeCgroupPaths {
             KubeQoSClass::BestEffort,
         ]
         .into_iter()
-        .map(|qos| self.pod_dir(qos, uid))
-        .find(|dir| match self.driver {
+        .map(|qos| (qos, self.pod_dir(qos, uid)))
+        .find(|(_, dir)| match self.driver {
             CgroupDriver::Cgroupfs => Path::new(parent.trim_start_matches('/')) == dir.as_path(),
             // systemd names the slice only; its place follows from the name.
             CgroupDriver::Systemd => dir.as_path().file_name().and_then(|n| n.to_str()) == Some(parent),
@@ -439,7 +440,7 @@ mod tests {
         let other = PodUid::new("0000").unwrap();
         let cgroupfs = KubeCgroupPaths::new(CgroupDriver::Cgroupfs);
         let found = |paths: &KubeCgroupPaths, parent: &str, uid: &PodUid| {
-            paths.pod_dir_of_parent(parent, uid).map(|d| d.to_string())
+            paths.pod_dir_of_parent(parent, uid).map(|(_, d)| d.to_string())
         };
         let be = format!("kubepods/besteffort/pod{UID}");
         assert_eq!(found(&cgroupfs, &format!("/{be}"), &uid), Some(be.clone()));
@@ -469,6 +470,10 @@ mod tests {
             Some(format!("kubepods.slice/kubepods-burstable.slice/{slice}"))
         );
         assert_eq!(found(&systemd, "kubepods-burstable.slice", &uid), None);
+        assert_eq!(
+            systemd.pod_dir_of_parent(&slice, &uid).map(|(qos, _)| qos),
+            Some(KubeQoSClass::Burstable)
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The hooks' decisions: a pod sandbox and container (as the runtime describes them) in, the
-//! container's resources out. Pure apart from reading the current settings.
+//! container's resources out. Pure apart from reading the current settings, the last round's
+//! CPU pools and (for the cpuset) the pod cgroup's current CPUs.
 //!
 //! BatchResource: a container of a pod labelled `koordinator.sh/qosClass: BE` gets the CPU
 //! shares, CFS quota and memory limit of its batch resources, from
@@ -7,19 +8,35 @@
 //! see extended resources, so the batch amounts come from the pod annotation
 //! `node.koordinator.sh/extended-resource-spec` that koord-webhook writes (as upstream). A BE
 //! pod without that annotation is left to the reconcile loop.
+//!
+//! Cpuset (CPU set policies): a container being created gets the CPUs the next QoS round would
+//! give it ([`RuntimeCpusets::container`], the round's own decision): the CPUs the scheduler
+//! bound an LSE/LSR pod to (`scheduling.koordinator.sh/resource-status`, gate
+//! `CPUSetAllocator`), its allocation, the BE pool when cpu_suppress does not own BE cpusets,
+//! or the shared pool. An `exclusive`/`share` container without an allocation yet, and every
+//! container while the kubelet's static CPU manager owns cpusets, is left to the round. On
+//! cgroup v1 a set that does not fit in the pod cgroup's current CPUs would make the runtime
+//! fail the container, so it is left to the round too (which widens parents first).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::{Container as KubeContainer, ResourceRequirements};
+use koord_api::KubeQoSClass;
 use koord_api::QoSClass;
+use koord_api::names::ANNOTATION_RESOURCE_STATUS;
 use koord_api::names::{ANNOTATION_EXTENDED_RESOURCE_SPEC, LABEL_QOS_CLASS};
 use koord_api::quantity::ResourceList;
 use koord_api::resources::container_amounts;
 use koordlet_core::strategies::CFS_PERIOD_US;
 use koordlet_core::strategies::be_limits::{self, BeContainerLimits, BeLimitsSettings};
+use koordlet_core::strategies::cpuset::CpuList;
+use koordlet_core::strategies::cpuset_policy::{
+    ANNOTATION_CPUSET_POLICY, ANNOTATION_CRANE_CPU_MANAGER, CpusetPolicy, RuntimeCpusets, RuntimePod,
+    resource_status_cpus,
+};
 use serde::Deserialize;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::api;
 use super::session::NriHandler;
@@ -31,6 +48,10 @@ pub struct HookSettings {
     pub batch_resource: bool,
     /// be_limits' settings (the same as the reconcile loop's).
     pub be_limits: BeLimitsSettings,
+    /// Container cpusets are koordlet's (the kubelet's CPU manager is not `static`).
+    pub cpusets: bool,
+    /// Feature gate `CPUSetAllocator`: LSE/LSR pods get the CPUs the scheduler bound them to.
+    pub cpuset_allocator: bool,
 }
 
 impl Default for HookSettings {
@@ -38,8 +59,26 @@ impl Default for HookSettings {
         HookSettings {
             batch_resource: true,
             be_limits: BeLimitsSettings::default(),
+            cpusets: true,
+            cpuset_allocator: true,
         }
     }
+}
+
+/// A pod's cgroup as the node has it, for the cpuset hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodCgroup {
+    /// The kube QoS class its directory stands for.
+    pub kube_qos: KubeQoSClass,
+    /// The CPUs a container's set must fit in (cgroup v1: the pod cgroup's `cpuset.cpus`);
+    /// `None` where the kernel imposes no such rule (v2).
+    pub fits_in: Option<CpuList>,
+}
+
+/// Finds a pod's cgroup from the runtime's description of the pod sandbox.
+pub trait PodCgroups: Send + Sync {
+    /// The pod's cgroup, or why it cannot be used.
+    fn pod_cgroup(&self, pod: &api::PodSandbox) -> Result<PodCgroup, String>;
 }
 
 /// Why a container is left to the reconcile loop.
@@ -154,17 +193,38 @@ pub fn already_applied(current: Option<&api::LinuxResources>, limits: &BeContain
 }
 
 /// The hooks koordlet answers the runtime with.
-#[derive(Debug, Clone, Default)]
-pub struct BeHooks {
+#[derive(Clone, Default)]
+pub struct RuntimeHooks {
     settings: Arc<RwLock<HookSettings>>,
+    /// The last QoS round's CPU pools (`None`: CPU set policies idle on this node).
+    cpusets: Arc<RwLock<Option<Arc<RuntimeCpusets>>>>,
+    /// The node's pod cgroups (`None`: no cpuset hook; tests of the other hooks).
+    pod_cgroups: Option<Arc<dyn PodCgroups>>,
 }
 
-impl BeHooks {
+impl std::fmt::Debug for RuntimeHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeHooks")
+            .field("settings", &self.settings())
+            .field("cpusets", &self.runtime_cpusets())
+            .field("pod_cgroups", &self.pod_cgroups.is_some())
+            .finish()
+    }
+}
+
+impl RuntimeHooks {
     /// Hooks deciding with `settings`.
     pub fn new(settings: HookSettings) -> Self {
-        BeHooks {
+        RuntimeHooks {
             settings: Arc::new(RwLock::new(settings)),
+            ..RuntimeHooks::default()
         }
+    }
+
+    /// Lets the hooks set cpusets, looking pods' cgroups up through `pod_cgroups`.
+    pub fn with_pod_cgroups(mut self, pod_cgroups: Arc<dyn PodCgroups>) -> Self {
+        self.pod_cgroups = Some(pod_cgroups);
+        self
     }
 
     /// Replaces the settings (the agent calls this when the gates or the NodeSLO change).
@@ -172,8 +232,71 @@ impl BeHooks {
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
     }
 
+    /// Replaces the CPU pools (the agent calls this after every QoS round).
+    pub fn set_runtime_cpusets(&self, cpusets: Option<Arc<RuntimeCpusets>>) {
+        *self.cpusets.write().unwrap_or_else(|p| p.into_inner()) = cpusets;
+    }
+
     fn settings(&self) -> HookSettings {
         *self.settings.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn runtime_cpusets(&self) -> Option<Arc<RuntimeCpusets>> {
+        self.cpusets.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The cpuset of `container` being created in `pod`, when koordlet decides one now.
+    pub fn container_cpus(&self, pod: &api::PodSandbox, container: &api::Container) -> Option<CpuList> {
+        let settings = self.settings();
+        let pod_cgroups = self.pod_cgroups.as_ref()?;
+        if !settings.cpusets {
+            return None;
+        }
+        let qos = pod.labels.get(LABEL_QOS_CLASS).map(|l| QoSClass::from_name(l));
+        let bound = (settings.cpuset_allocator && matches!(qos, Some(QoSClass::Lse | QoSClass::Lsr)))
+            .then(|| pod.annotations.get(ANNOTATION_RESOURCE_STATUS))
+            .flatten()
+            .and_then(|text| resource_status_cpus(text));
+        let view = self.runtime_cpusets();
+        if bound.is_none() && view.is_none() {
+            // CPU set policies idle: the round writes no cpuset either.
+            return None;
+        }
+        let leave = |reason: &str| {
+            info!(pod = %format!("{}/{}", pod.namespace, pod.name), container = %container.name,
+                  reason, "NRI: cpuset left to the QoS round");
+            None
+        };
+        let cgroup = match pod_cgroups.pod_cgroup(pod) {
+            Ok(cgroup) => cgroup,
+            Err(e) => return leave(&e),
+        };
+        let policy = match pod
+            .annotations
+            .get(ANNOTATION_CPUSET_POLICY)
+            .or_else(|| pod.annotations.get(ANNOTATION_CRANE_CPU_MANAGER))
+            .map(|text| CpusetPolicy::parse(text))
+        {
+            None => None,
+            Some(Ok(policy)) => Some(policy),
+            Some(Err(e)) => return leave(&e.to_string()),
+        };
+        let runtime_pod = RuntimePod {
+            uid: &pod.uid,
+            be: qos == Some(QoSClass::Be) || cgroup.kube_qos == KubeQoSClass::BestEffort,
+            bound: bound.as_ref(),
+            policy,
+        };
+        let cpus = match &view {
+            Some(view) => view.container(&runtime_pod, &container.name)?,
+            None => bound?,
+        };
+        match &cgroup.fits_in {
+            Some(parent) if !cpus.is_subset(parent) => leave(&format!(
+                "CPUs {cpus} do not fit in the pod cgroup's {parent} (cgroup v1)"
+            )),
+            _ => Some(cpus),
+        }
     }
 
     fn limits(&self, pod: &api::PodSandbox, container: &api::Container) -> Option<BeContainerLimits> {
@@ -198,7 +321,7 @@ impl BeHooks {
     }
 }
 
-impl NriHandler for BeHooks {
+impl NriHandler for RuntimeHooks {
     fn synchronize(
         &self,
         pods: &[api::PodSandbox],
@@ -222,10 +345,18 @@ impl NriHandler for BeHooks {
         pod: &api::PodSandbox,
         container: &api::Container,
     ) -> Option<api::ContainerAdjustment> {
-        let limits = self.limits(pod, container)?;
+        let limits = self.limits(pod, container);
+        let cpus = self.container_cpus(pod, container);
+        if limits.is_none() && cpus.is_none() {
+            return None;
+        }
+        let mut resources = limits.as_ref().map(linux_resources).unwrap_or_default();
+        if let Some(cpus) = cpus {
+            resources.cpu.get_or_insert_with(api::LinuxCpu::default).cpus = cpus.to_string();
+        }
         Some(api::ContainerAdjustment {
             linux: Some(api::LinuxContainerAdjustment {
-                resources: Some(linux_resources(&limits)),
+                resources: Some(resources),
             }),
         })
     }
@@ -286,7 +417,7 @@ mod tests {
                 memory_limit_bytes: 2 << 30,
             }
         );
-        let adjust = BeHooks::default()
+        let adjust = RuntimeHooks::default()
             .create_container(&be_pod(SPEC), &container("main"))
             .unwrap();
         let cpu = adjust.linux.unwrap().resources.unwrap().cpu.unwrap();
@@ -351,14 +482,14 @@ mod tests {
         let bad_quantity = be_pod(r#"{"containers":{"main":{"limits":{"kubernetes.io/batch-cpu":"lots"}}}}"#);
         assert!(be_container_limits(&bad_quantity, "main", &HookSettings::default()).is_err());
         assert_eq!(
-            BeHooks::default().create_container(&pod, &container("main")),
+            RuntimeHooks::default().create_container(&pod, &container("main")),
             None
         );
     }
 
     #[test]
     fn synchronize_updates_only_containers_that_differ() {
-        let hooks = BeHooks::default();
+        let hooks = RuntimeHooks::default();
         let pod = be_pod(SPEC);
         let limits = be_container_limits(&pod, "main", &HookSettings::default())
             .unwrap()
@@ -381,7 +512,7 @@ mod tests {
 
     #[test]
     fn update_container_keeps_the_decided_values() {
-        let hooks = BeHooks::default();
+        let hooks = RuntimeHooks::default();
         let pod = be_pod(SPEC);
         let limits = be_container_limits(&pod, "main", &HookSettings::default())
             .unwrap()
@@ -400,5 +531,162 @@ mod tests {
                 .update_container(&pod, &container("main"), Some(&linux_resources(&limits)))
                 .is_empty()
         );
+    }
+
+    /// Pod cgroups of a fake node: every pod is `kube_qos` and its cgroup has `fits_in`.
+    struct FakePodCgroups {
+        kube_qos: KubeQoSClass,
+        fits_in: Option<CpuList>,
+    }
+
+    impl PodCgroups for FakePodCgroups {
+        fn pod_cgroup(&self, pod: &api::PodSandbox) -> Result<PodCgroup, String> {
+            if pod.uid == "broken" {
+                return Err("no such cgroup".into());
+            }
+            Ok(PodCgroup {
+                kube_qos: self.kube_qos,
+                fits_in: self.fits_in.clone(),
+            })
+        }
+    }
+
+    fn cpus(text: &str) -> CpuList {
+        CpuList::parse(text).unwrap()
+    }
+
+    fn hooks(settings: HookSettings, fits_in: Option<&str>, view: Option<RuntimeCpusets>) -> RuntimeHooks {
+        let hooks = RuntimeHooks::new(settings).with_pod_cgroups(Arc::new(FakePodCgroups {
+            kube_qos: KubeQoSClass::Burstable,
+            fits_in: fits_in.map(cpus),
+        }));
+        hooks.set_runtime_cpusets(view.map(Arc::new));
+        hooks
+    }
+
+    fn ls_pod(qos: &str, annotations: &[(&str, &str)]) -> api::PodSandbox {
+        api::PodSandbox {
+            id: "sandbox-ls".into(),
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "uid-web".into(),
+            labels: [(LABEL_QOS_CLASS.to_string(), qos.to_string())].into(),
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn view() -> RuntimeCpusets {
+        RuntimeCpusets {
+            shared: cpus("0-1"),
+            be_pool: None,
+            allocations: [(("uid-web".to_string(), "main".to_string()), cpus("3"))].into(),
+        }
+    }
+
+    fn adjusted_cpus(hooks: &RuntimeHooks, pod: &api::PodSandbox) -> Option<String> {
+        let adjust = hooks.create_container(pod, &container("main"))?;
+        Some(adjust.linux?.resources?.cpu?.cpus)
+    }
+
+    #[test]
+    fn scheduler_bound_lsr_container_starts_on_its_cpus_even_before_a_round() {
+        let bound = [(ANNOTATION_RESOURCE_STATUS, r#"{"cpuset": "2"}"#)];
+        let h = hooks(HookSettings::default(), Some("0-3"), None);
+        let adjust = h
+            .create_container(&ls_pod("LSR", &bound), &container("main"))
+            .unwrap();
+        let resources = adjust.linux.unwrap().resources.unwrap();
+        let cpu = resources.cpu.unwrap();
+        assert_eq!(cpu.cpus, "2");
+        // Only the cpuset: an LSR container gets no BE limits.
+        assert!(cpu.shares.is_none() && cpu.quota.is_none() && resources.memory.is_none());
+        // An LS pod with the same annotation is not bound (LSE/LSR only), and with the CPU set
+        // policies idle (no round view) nothing is decided for it.
+        assert_eq!(adjusted_cpus(&h, &ls_pod("LS", &bound)), None);
+        // Gate CPUSetAllocator off: the scheduler's CPUs are not applied.
+        let off = HookSettings {
+            cpuset_allocator: false,
+            ..HookSettings::default()
+        };
+        assert_eq!(
+            adjusted_cpus(&hooks(off, Some("0-3"), None), &ls_pod("LSR", &bound)),
+            None
+        );
+        // The kubelet's static CPU manager owns cpusets: nothing.
+        let kubelet = HookSettings {
+            cpusets: false,
+            ..HookSettings::default()
+        };
+        assert_eq!(
+            adjusted_cpus(&hooks(kubelet, Some("0-3"), None), &ls_pod("LSR", &bound)),
+            None
+        );
+        // A set that does not fit in the pod cgroup (v1) would fail the container: left alone.
+        assert_eq!(
+            adjusted_cpus(
+                &hooks(HookSettings::default(), Some("0-1"), None),
+                &ls_pod("LSR", &bound)
+            ),
+            None
+        );
+        // cgroup v2: no such rule.
+        assert_eq!(
+            adjusted_cpus(
+                &hooks(HookSettings::default(), None, None),
+                &ls_pod("LSR", &bound)
+            )
+            .as_deref(),
+            Some("2")
+        );
+        // Without a way to find pod cgroups, the hook sets no cpuset at all.
+        let bare = RuntimeHooks::new(HookSettings::default());
+        assert_eq!(adjusted_cpus(&bare, &ls_pod("LSR", &bound)), None);
+    }
+
+    #[test]
+    fn containers_start_where_the_round_keeps_them() {
+        let h = hooks(HookSettings::default(), Some("0-3"), Some(view()));
+        // An allocation of the round (a restarted container).
+        let exclusive = [(ANNOTATION_CPUSET_POLICY, "exclusive")];
+        assert_eq!(adjusted_cpus(&h, &ls_pod("LS", &exclusive)).as_deref(), Some("3"));
+        // An exclusive container the round has not allocated yet: left to the round.
+        let mut new = ls_pod("LS", &exclusive);
+        new.uid = "uid-new".into();
+        assert_eq!(adjusted_cpus(&h, &new), None);
+        // A policy that does not parse: left to the round, which reports it.
+        let mut typo = ls_pod("LS", &[(ANNOTATION_CPUSET_POLICY, "exclusve")]);
+        typo.uid = "uid-new".into();
+        assert_eq!(adjusted_cpus(&h, &typo), None);
+        // Crane's annotation is read too.
+        let mut crane = ls_pod("LS", &[(ANNOTATION_CRANE_CPU_MANAGER, "exclusive")]);
+        crane.uid = "uid-new".into();
+        assert_eq!(adjusted_cpus(&h, &crane), None);
+        // Any other container: the shared pool.
+        let mut plain = ls_pod("LS", &[]);
+        plain.uid = "uid-new".into();
+        assert_eq!(adjusted_cpus(&h, &plain).as_deref(), Some("0-1"));
+        // A pod whose cgroup cannot be found: nothing.
+        plain.uid = "broken".into();
+        assert_eq!(adjusted_cpus(&h, &plain), None);
+    }
+
+    #[test]
+    fn be_containers_get_the_be_pool_only_when_cpu_suppress_does_not_own_it() {
+        let h = hooks(HookSettings::default(), Some("0-3"), Some(view()));
+        let adjust = h.create_container(&be_pod(SPEC), &container("main")).unwrap();
+        let cpu = adjust.linux.unwrap().resources.unwrap().cpu.unwrap();
+        assert_eq!((cpu.cpus.as_str(), cpu.quota.unwrap().value), ("", 200_000));
+        let pooled = RuntimeCpusets {
+            be_pool: Some(cpus("1-2")),
+            ..view()
+        };
+        let h = hooks(HookSettings::default(), Some("0-3"), Some(pooled));
+        let adjust = h.create_container(&be_pod(SPEC), &container("main")).unwrap();
+        let cpu = adjust.linux.unwrap().resources.unwrap().cpu.unwrap();
+        assert_eq!((cpu.cpus.as_str(), cpu.quota.unwrap().value), ("1-2", 200_000));
     }
 }

@@ -1,12 +1,15 @@
 //! Runtime hooks over NRI (containerd's Node Resource Interface): koordlet adjusts a BE
-//! container's CPU shares, CFS quota and memory limit inside the runtime before the container
-//! starts, instead of after the next QoS round. The values come from the same decision code as
-//! the reconcile loop ([`koordlet_core::strategies::be_limits`]), so neither undoes the other.
+//! container's CPU shares, CFS quota and memory limit, and a container's cpuset under the CPU
+//! set policies, inside the runtime before the container starts, instead of after the next
+//! QoS round. The values come from the same decision code as the reconcile loop
+//! ([`koordlet_core::strategies::be_limits`], [`koordlet_core::strategies::cpuset_policy`]), so
+//! neither undoes the other.
 //!
 //! - [`mux`]: NRI's socket multiplexer (logical connections over one unix socket).
 //! - [`ttrpc`]: the unary subset of ttrpc spoken on each logical connection.
 //! - [`api`]: the NRI messages koordlet uses, hand-declared prost structs.
-//! - [`hooks`]: pure: a pod and container in, the adjustment out.
+//! - [`hooks`]: a pod and container in, the adjustment out (pure but for the pod cgroup's CPUs).
+//! - [`pod_cgroups`]: the pod cgroup a sandbox stands for, on this node's tree.
 //! - [`session`]: one registered connection to the runtime, and the reconnect loop around it.
 //! - [`state`]: the connection state and the NRI metrics.
 //!
@@ -17,6 +20,7 @@
 pub mod api;
 pub mod hooks;
 pub mod mux;
+pub mod pod_cgroups;
 pub mod session;
 pub mod state;
 pub mod ttrpc;
@@ -24,7 +28,8 @@ pub mod ttrpc;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use hooks::{BeHooks, HookSettings};
+pub use hooks::{HookSettings, PodCgroup, PodCgroups, RuntimeHooks};
+pub use pod_cgroups::NodePodCgroups;
 pub use session::{NriHandler, run_plugin};
 pub use state::{ConnectionState, NriTelemetry};
 
