@@ -201,34 +201,29 @@ fn assert_limits(parent: &CgroupParent, id: &str) {
     assert_eq!(read_value(&dirs, "memory", id, "memory.limit_in_bytes"), 96 << 20);
 }
 
-/// A BE pod through the real CRI path: the container's cgroup has the hook's values when the
-/// container starts (set by containerd from the NRI adjustment, not written afterwards).
-#[tokio::test]
-async fn be_container_starts_with_its_batch_limits() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
-        return;
+/// The plugin registered with a real containerd; stopped when dropped.
+struct Registered {
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
     }
-    if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
-        println!("skipped: no cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu");
-        return;
-    }
-    let parent = CgroupParent::new();
-    let containerd = Containerd::start(&containerd_root().unwrap());
-    let cri_socket = containerd.path("containerd.sock");
-    wait_for_socket(&cri_socket).await;
-    wait_for_socket(&containerd.nri_socket()).await;
-    if let Err(e) = import_image(&containerd) {
-        println!("skipped: test image: {e}");
-        return;
-    }
+}
+
+async fn register(containerd: &Containerd, hooks: RuntimeHooks) -> Registered {
     let mut config = PluginConfig::new(containerd.nri_socket());
     config.initial_backoff = Duration::from_millis(100);
     let (state_tx, mut state) = watch::channel(ConnectionState::Disabled);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let plugin = tokio::spawn(run_plugin(
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run_plugin(
         config,
-        Arc::new(RuntimeHooks::default()),
+        Arc::new(hooks),
         NriTelemetry::unregistered(),
         state_tx,
         stop_rx,
@@ -240,31 +235,66 @@ async fn be_container_starts_with_its_batch_limits() {
     .await
     .expect("not registered")
     .unwrap();
+    Registered {
+        stop,
+        task: Some(task),
+    }
+}
 
-    let spec = r#"{"containers":{"main":{"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"64Mi"},"limits":{"kubernetes.io/batch-cpu":"1500","kubernetes.io/batch-memory":"96Mi"}}}}"#;
-    let sandbox = cri::PodSandboxConfig {
+/// A containerd with NRI and the test image, or why not (printed as `skipped:`).
+async fn containerd_with_image() -> Result<Containerd, String> {
+    if let Some(reason) = skip_reason() {
+        return Err(reason);
+    }
+    if !Path::new("/sys/fs/cgroup/cpu/cpu.shares").exists() {
+        return Err("no cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu".into());
+    }
+    let containerd = Containerd::start(&containerd_root()?);
+    wait_for_socket(&containerd.path("containerd.sock")).await;
+    wait_for_socket(&containerd.nri_socket()).await;
+    import_image(&containerd).map_err(|e| format!("test image: {e}"))?;
+    Ok(containerd)
+}
+
+/// A pod sandbox config as the kubelet sends it (host network, no hostname of its own).
+fn sandbox_config(
+    containerd: &Containerd,
+    name: &str,
+    uid: &str,
+    cgroup_parent: String,
+    labels: &[(&str, &str)],
+    annotations: &[(&str, &str)],
+) -> cri::PodSandboxConfig {
+    let map = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    };
+    cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
-            name: "be-pod".into(),
-            uid: format!("uid-{}", parent.name),
+            name: name.into(),
+            uid: uid.into(),
             namespace: "default".into(),
             attempt: 0,
         }),
-        // Host network: no hostname of its own (as the kubelet does it).
         hostname: String::new(),
         log_directory: containerd.path("logs").to_string_lossy().into(),
-        labels: [("koordinator.sh/qosClass".to_string(), "BE".to_string())].into(),
-        annotations: [(
-            "node.koordinator.sh/extended-resource-spec".to_string(),
-            spec.to_string(),
-        )]
-        .into(),
+        labels: map(labels),
+        annotations: map(annotations),
         linux: Some(cri::LinuxPodSandboxConfig {
-            cgroup_parent: format!("/{}", parent.name),
+            cgroup_parent,
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(cri::NamespaceOption { network: 2 }),
             }),
         }),
-    };
+    }
+}
+
+/// Runs the sandbox and starts container `main` of the test image in it, through the CRI:
+/// (sandbox ID, container ID).
+async fn start_pod(containerd: &Containerd, sandbox: cri::PodSandboxConfig) -> (String, String) {
+    let cri_socket = containerd.path("containerd.sock");
     let run: cri::RunPodSandboxResponse = cri::call(
         &cri_socket,
         "RunPodSandbox",
@@ -298,22 +328,109 @@ async fn be_container_starts_with_its_batch_limits() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}\ncontainerd log:\n{}", containerd.log()));
+    (run.pod_sandbox_id, created.container_id)
+}
 
-    // containerd creates the runc container (its cgroup, with the OCI spec's limits that the
-    // adjustment changed) before the process runs, so the container never ran unshaped; and
-    // running, it still has them.
-    assert_limits(&parent, &created.container_id);
-
+async fn remove_pod(containerd: &Containerd, sandbox_id: &str) {
     for method in ["StopPodSandbox", "RemovePodSandbox"] {
         let _: Result<cri::Empty, _> = cri::call(
-            &cri_socket,
+            &containerd.path("containerd.sock"),
             method,
             &cri::IdRequest {
-                id: run.pod_sandbox_id.clone(),
+                id: sandbox_id.to_string(),
             },
         )
         .await;
     }
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), plugin).await;
+}
+
+/// A BE pod through the real CRI path: the container's cgroup has the hook's values when the
+/// container starts (set by containerd from the NRI adjustment, not written afterwards).
+#[tokio::test]
+async fn be_container_starts_with_its_batch_limits() {
+    let containerd = match containerd_with_image().await {
+        Ok(c) => c,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let parent = CgroupParent::new();
+    let plugin = register(&containerd, RuntimeHooks::default()).await;
+    let spec = r#"{"containers":{"main":{"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"64Mi"},"limits":{"kubernetes.io/batch-cpu":"1500","kubernetes.io/batch-memory":"96Mi"}}}}"#;
+    let sandbox = sandbox_config(
+        &containerd,
+        "be-pod",
+        &format!("uid-{}", parent.name),
+        format!("/{}", parent.name),
+        &[("koordinator.sh/qosClass", "BE")],
+        &[("node.koordinator.sh/extended-resource-spec", spec)],
+    );
+    let (sandbox_id, container_id) = start_pod(&containerd, sandbox).await;
+    // containerd creates the runc container (its cgroup, with the OCI spec's limits that the
+    // adjustment changed) before the process runs, so the container never ran unshaped; and
+    // running, it still has them.
+    assert_limits(&parent, &container_id);
+    remove_pod(&containerd, &sandbox_id).await;
+    drop(plugin);
+}
+
+/// An LSR pod the scheduler bound to one CPU (`scheduling.koordinator.sh/resource-status`),
+/// through the real CRI path with the kubelet's cgroupfs layout: its container starts on that
+/// CPU, set by containerd from the NRI adjustment; the pod cgroup (found from the runtime's
+/// cgroup parent by the agent's own lookup) keeps every CPU.
+#[tokio::test]
+async fn lsr_container_starts_on_the_cpus_the_scheduler_bound() {
+    let containerd = match containerd_with_image().await {
+        Ok(c) => c,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let online = std::fs::read_to_string("/sys/fs/cgroup/cpuset/cpuset.cpus").unwrap_or_default();
+    let online = koordlet::system::CpuSet::parse(online.trim()).unwrap();
+    let Some(last) = online.iter().last() else {
+        println!("skipped: no online CPU in /sys/fs/cgroup/cpuset/cpuset.cpus");
+        return;
+    };
+    let parent = CgroupParent::new();
+    let paths = koordlet::system::KubeCgroupPaths::with_parent(
+        koordlet::system::CgroupDriver::Cgroupfs,
+        Path::new(&parent.name),
+    )
+    .unwrap();
+    let cgroups = koordlet::system::Cgroups::detect(&koordlet::system::SystemRoots::default()).unwrap();
+    let hooks = RuntimeHooks::default().with_pod_cgroups(Arc::new(koordlet::nri::NodePodCgroups::new(
+        Arc::new(cgroups),
+        paths,
+    )));
+    let plugin = register(&containerd, hooks).await;
+    let uid = format!("lsr-{}", std::process::id());
+    let pod_dir = format!("{}/kubepods/burstable/pod{uid}", parent.name);
+    let bound = format!(r#"{{"cpuset": "{last}"}}"#);
+    let sandbox = sandbox_config(
+        &containerd,
+        "lsr-pod",
+        &uid,
+        format!("/{pod_dir}"),
+        &[("koordinator.sh/qosClass", "LSR")],
+        &[("scheduling.koordinator.sh/resource-status", &bound)],
+    );
+    let (sandbox_id, container_id) = start_pod(&containerd, sandbox).await;
+    let cpuset = Path::new("/sys/fs/cgroup/cpuset").join(&pod_dir);
+    let read = |dir: &Path| {
+        std::fs::read_to_string(dir.join("cpuset.cpus"))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read(&cpuset.join(&container_id)), last.to_string());
+    assert_eq!(
+        read(&cpuset),
+        online.to_string(),
+        "the pod cgroup keeps every CPU"
+    );
+    remove_pod(&containerd, &sandbox_id).await;
+    drop(plugin);
 }
