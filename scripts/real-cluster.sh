@@ -219,10 +219,18 @@ cmd_install() {
         set+=(--set "$c.image.repository=$IMAGE_PREFIX/$image" --set "$c.image.tag=$tag"
             --set "$c.image.pullPolicy=Never")
     done
+    local existed=false
+    in_netns "$helm" --kubeconfig "$OUT/kubeconfig" status "$RELEASE" -n "$RELEASE_NS" >/dev/null 2>&1 &&
+        existed=true
     log "helm install $RELEASE charts/koordinator -n $RELEASE_NS"
     in_netns "$helm" --kubeconfig "$OUT/kubeconfig" upgrade --install "$RELEASE" charts/koordinator \
         -n "$RELEASE_NS" --create-namespace "${set[@]}" --wait --timeout 5m ||
         { kctl -n "$RELEASE_NS" get pods -o wide >&2 || true; die "helm install failed"; }
+    if $existed; then
+        # Same tags, new images: pods only pick them up when restarted.
+        log "release existed: restarting its workloads onto the rebuilt images"
+        kctl -n "$RELEASE_NS" rollout restart deployment,daemonset >/dev/null
+    fi
     kctl -n "$RELEASE_NS" rollout status deployment/koord-manager --timeout=180s
     kctl -n "$RELEASE_NS" rollout status deployment/koord-webhook --timeout=180s
     kctl -n "$RELEASE_NS" rollout status daemonset/koordlet --timeout=180s

@@ -76,7 +76,8 @@ impl CpusetStateFile {
     /// Writes the table when it differs from what was last read or written (a temporary file
     /// renamed over the old one: a crash never leaves half a file).
     pub fn save_if_changed(&mut self, table: &CpusetAllocations) -> Result<bool, StateWriteError> {
-        if self.saved.as_ref() == Some(table) {
+        // What the file holds (not the in-memory `narrowed` flag).
+        if self.saved.as_ref().map(|s| &s.allocations) == Some(&table.allocations) {
             return Ok(false);
         }
         let io = |source| StateWriteError::Io {

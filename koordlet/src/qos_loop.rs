@@ -236,6 +236,9 @@ impl QosLoop {
                 }
             }
         }
+        // The first round checks every container's cpuset, whatever an earlier koordlet (or
+        // one without this flag) left narrowed.
+        self.state.cpuset_policy.narrowed = true;
         self.cpuset.kubelet = kubelet;
         self.cpuset.file = file;
         self

@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::names::DEFAULT_CONFIG_NAMESPACE;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::colocation::{colocation, read};
@@ -469,5 +469,98 @@ async fn nri_adjustments_survive_containerd_and_koordlet_restarts() {
         later.observation.limits_at_start,
         "a container created after the restarts ran {:?} before its limits were set",
         later.window
+    );
+}
+
+/// The CPU numbers of a cpuset list (`0-2,5`).
+fn cpu_list(text: &str) -> Vec<u32> {
+    text.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .flat_map(|part| match part.trim().split_once('-') {
+            Some((a, b)) => a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap(),
+            None => {
+                let cpu = part.trim().parse::<u32>().unwrap();
+                cpu..=cpu
+            }
+        })
+        .collect()
+}
+
+/// An LSR pod the scheduler bound to one CPU (`scheduling.koordinator.sh/resource-status`, as
+/// koord-scheduler writes it): with NRI, its container's `cpuset.cpus` is that CPU when its
+/// process first runs, where without NRI it would start on every CPU until koordlet's round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lsr_container_starts_on_its_bound_cpu_through_nri() {
+    let env = Env::start(Wanted::default()).await;
+    let (node, root) = match on_the_node(&env).await {
+        Ok(found) => found,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    if let Some(reason) = nri_unavailable() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let Some(online) = read(&root.join("cpuset/cpuset.cpus")) else {
+        println!("skipped: no cgroup v1 cpuset hierarchy under {}", root.display());
+        return;
+    };
+    let online = cpu_list(&online);
+    let Some(&bound) = online.last().filter(|_| online.len() > 1) else {
+        println!("skipped: one CPU only ({online:?}): a bound cpuset would not differ from the default");
+        return;
+    };
+    let cleanup = env.namespace("cpuset", json!({})).await;
+    let ns = cleanup.ns().to_string();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    let resources =
+        json!({"requests": {"cpu": "1", "memory": "32Mi"}, "limits": {"cpu": "1", "memory": "32Mi"}});
+    let mut pod = env.pod(
+        "lsr",
+        json!({"koordinator.sh/qosClass": "LSR"}),
+        vec![env.container("main", Load::Idle, resources)],
+    );
+    pod.metadata.annotations = Some(
+        [(
+            "scheduling.koordinator.sh/resource-status".to_string(),
+            format!(r#"{{"cpuset": "{bound}"}}"#),
+        )]
+        .into(),
+    );
+    let spec = pod.spec.as_mut().unwrap();
+    spec.priority_class_name = Some("koord-prod".into());
+    spec.node_selector = Some([("kubernetes.io/hostname".to_string(), node.clone())].into());
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    // Guaranteed (requests = limits): the pod cgroup sits directly in kubepods.
+    let kubepods =
+        find_dir(&root.join("cpuset"), "kubepods", 2).expect("the kubelet's kubepods cpuset cgroup");
+    let pod_dir = kubepods.join(format!("pod{uid}"));
+    let observed = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + POD_START;
+        while Instant::now() < deadline {
+            for dir in std::fs::read_dir(&pod_dir).into_iter().flatten().flatten() {
+                let dir = dir.path();
+                if dir.is_dir() && runs_workload(&dir) {
+                    return read(&dir.join("cpuset.cpus"));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    })
+    .await
+    .unwrap()
+    .expect("the LSR container's process ran within the pod start time");
+    env.wait_running(&ns, "lsr").await;
+    println!(
+        "LSR container's cpuset when its process first ran: {observed} (bound: {bound}, node: {online:?})"
+    );
+    assert_eq!(
+        cpu_list(&observed),
+        vec![bound],
+        "the container started outside the CPU the scheduler bound it to"
     );
 }

@@ -253,9 +253,11 @@ pub fn resource_status_cpus(text: &str) -> Option<CpuList> {
 }
 
 /// Whether the strategy has anything to do: a pod asks for a policy (or names one that does
-/// not parse), the scheduler bound an LSE/LSR pod to CPUs, or allocations are still held.
+/// not parse), the scheduler bound an LSE/LSR pod to CPUs, allocations are still held, or the
+/// shared pool was left smaller than the node and must be widened back.
 pub fn wanted(pods: &[PolicyPod], state: &CpusetAllocations) -> bool {
     !state.allocations.is_empty()
+        || state.narrowed
         || pods
             .iter()
             .any(|p| !matches!(p.policy, Ok(None)) || p.bound.is_some())
@@ -328,6 +330,7 @@ pub fn decide(input: &CpusetPolicyInput<'_>) -> CpusetPolicyPlan {
         })
         .collect();
     plan.next_state = CpusetAllocations::from_entries(table.accepted.into_values());
+    plan.next_state.narrowed = shared != online;
     plan.runtime = RuntimeCpusets {
         shared: shared.clone(),
         be_pool: input.manage_be.then(|| be_pool.clone()),
@@ -374,5 +377,9 @@ pub fn rebuild_from_cgroups(pods: &[PolicyPod], topology: &[CpuInfo]) -> CpusetA
             }
         }
     }
-    CpusetAllocations::from_entries(entries)
+    // Whatever the lost file said, one round checks every container's set.
+    CpusetAllocations {
+        narrowed: true,
+        ..CpusetAllocations::from_entries(entries)
+    }
 }

@@ -48,6 +48,12 @@ pub struct CpusetAllocations {
     pub version: u32,
     /// Sorted by pod UID, then container.
     pub allocations: Vec<Allocation>,
+    /// The last round left the shared pool smaller than the node (CPUs held or bound then): once
+    /// nothing holds CPUs any more, one more round gives every container the whole node back.
+    /// Not kept in the file: the agent sets it at start, so its first round checks every
+    /// container whatever an earlier koordlet left.
+    #[serde(skip)]
+    pub narrowed: bool,
 }
 
 /// Why a state file was not accepted.
@@ -74,6 +80,7 @@ impl CpusetAllocations {
         CpusetAllocations {
             version: STATE_VERSION,
             allocations: map.into_values().collect(),
+            narrowed: false,
         }
     }
 

@@ -15,9 +15,11 @@ use crate::strategies::cpuset_policy::{
 use crate::{CgroupDir, KubeCgroupPaths};
 
 /// Whether cpuset_policy has work on this node (a pod asks for a policy or is bound to CPUs by
-/// the scheduler, or allocations are held): the live loop reads the pods' cpusets only then.
+/// the scheduler, allocations are held, or the shared pool must be widened back): the live loop
+/// reads the pods' cpusets only then.
 pub fn cpuset_policy_wanted(pods: &[PodMeta], state: &CpusetAllocations) -> bool {
     !state.allocations.is_empty()
+        || state.narrowed
         || pods.iter().filter(|p| p.is_running()).any(|p| {
             !matches!(
                 CpusetPolicy::of_annotations(p.pod.metadata.annotations.as_ref()),
