@@ -563,4 +563,43 @@ async fn lsr_container_starts_on_its_bound_cpu_through_nri() {
         vec![bound],
         "the container started outside the CPU the scheduler bound it to"
     );
+    // While it runs, the other containers leave its CPU (the shared pool); once it is gone,
+    // they get the whole node back.
+    let burstable = kubepods.join("burstable");
+    let narrowed = move || -> Vec<String> {
+        std::fs::read_dir(&burstable)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|pod| std::fs::read_dir(pod.path()).into_iter().flatten().flatten())
+            .filter(|c| c.path().is_dir())
+            .filter_map(|c| {
+                let cpus = read(&c.path().join("cpuset.cpus"))?;
+                (cpu_list(&cpus) != online).then(|| format!("{}: {cpus}", c.path().display()))
+            })
+            .collect()
+    };
+    let started = Instant::now();
+    common::wait_for(
+        "koordlet's round moving the burstable containers off the bound CPU",
+        POD_START,
+        async || (!narrowed().is_empty()).then_some(()),
+    )
+    .await;
+    println!(
+        "burstable containers on the shared pool {:?} after the LSR pod was Running",
+        started.elapsed()
+    );
+    pods.delete("lsr", &DeleteParams::default()).await.unwrap();
+    let started = Instant::now();
+    common::wait_for(
+        "every burstable container back on the whole node after the LSR pod left",
+        POD_START,
+        async || narrowed().is_empty().then_some(()),
+    )
+    .await;
+    println!(
+        "burstable containers back on every CPU {:?} after the LSR pod's deletion",
+        started.elapsed()
+    );
 }
