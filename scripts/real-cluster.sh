@@ -8,8 +8,8 @@
 #                                     (KOORD_IMAGE_PROFILE=dev: images of the debug binaries)
 #   scripts/real-cluster.sh test      run the scenario suite against the cluster
 #   scripts/real-cluster.sh down      stop everything, remove every mount, netns and cgroup
-#   scripts/real-cluster.sh restart containerd   stop containerd (SIGTERM; running containers
-#                                     and their shims stay) and start it again, as an upgrade does
+#   scripts/real-cluster.sh restart COMPONENT [DOWN_SECONDS]   stop etcd, kube-apiserver, kubelet
+#                                     or containerd, keep it down DOWN_SECONDS, start it again
 #   scripts/real-cluster.sh kubectl ARGS...   kubectl against the cluster (inside its netns)
 #   scripts/real-cluster.sh exec CMD ARGS...  any command inside the cluster's netns
 #
@@ -240,20 +240,57 @@ cmd_install() {
     log "installed in $((SECONDS - start)) s"
 }
 
-# restart containerd: what a node upgrade or a crash does to the runtime while pods run. The
-# shims keep the containers; the kubelet and NRI plugins (koordlet) reconnect by themselves.
+node_ready() {
+    [[ "$(kctl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
+}
+
+# restart COMPONENT [DOWN_SECONDS]: stop one of the cluster's processes (SIGTERM), leave it down
+# for DOWN_SECONDS (default 0), start it again and wait until it serves: what an upgrade, a crash
+# or an outage does while pods run. containerd's shims keep the containers; the kubelet keeps
+# its pods; the other components (and koordlet) reconnect by themselves.
 cmd_restart() {
     require_own_cluster
-    [[ "${1:-}" == containerd ]] || die "restart: only 'containerd' can be restarted"
-    local pid start=$SECONDS
-    pid="$(cat "$RUN/pids/containerd" 2>/dev/null || true)"
-    [[ -n "$pid" ]] && grep -qx "$pid" <(cgroup_pids "$TRACK_CG") ||
-        die "restart: containerd is not running (pid file $RUN/pids/containerd: '${pid}')"
-    kill -TERM "$pid"
-    wait_until 30 "containerd (pid $pid) to exit" bash -c "! kill -0 $pid"
-    start_containerd
-    wait_until 60 containerd "$DEBS_ROOT/usr/bin/ctr" --address "$RUN/containerd/containerd.sock" version
-    log "containerd restarted in $((SECONDS - start)) s (was pid $pid, now $(cat "$RUN/pids/containerd"))"
+    local component="${1:-}" down="${2:-0}" pid start=$SECONDS
+    case "$component" in
+        etcd | kube-apiserver | kubelet | containerd) ;;
+        *) die "restart: one of etcd, kube-apiserver, kubelet, containerd (got '$component')" ;;
+    esac
+    [[ "$down" =~ ^[0-9]+$ ]] || die "restart: DOWN_SECONDS must be a whole number (got '$down')"
+    pid="$(cat "$RUN/pids/$component" 2>/dev/null || true)"
+    if [[ -n "$pid" ]] && grep -qx "$pid" <(cgroup_pids "$TRACK_CG"); then
+        # SIGTERM, and SIGKILL after 20 s: kube-apiserver drains its watches for a minute.
+        kill -TERM "$pid"
+        local waited=0
+        while kill -0 "$pid" 2>/dev/null && ((waited < 20)); do
+            sleep 1
+            waited=$((waited + 1))
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait_until 30 "$component (pid $pid) to exit" bash -c "! kill -0 $pid"
+    else
+        log "restart: $component was not running; starting it"
+        pid=none
+    fi
+    sleep "$down"
+    case "$component" in
+        etcd)
+            start_etcd
+            wait_until 60 etcd in_netns curl -sf http://127.0.0.1:2379/health
+            ;;
+        kube-apiserver)
+            start_apiserver
+            wait_until 120 kube-apiserver kctl get --raw /readyz
+            ;;
+        kubelet)
+            start_kubelet
+            wait_until 120 "node $NODE_NAME Ready" node_ready
+            ;;
+        containerd)
+            start_containerd
+            wait_until 60 containerd "$DEBS_ROOT/usr/bin/ctr" --address "$RUN/containerd/containerd.sock" version
+            ;;
+    esac
+    log "$component restarted in $((SECONDS - start)) s (down ${down} s; was pid $pid, now $(cat "$RUN/pids/$component"))"
 }
 
 cmd_test() {
@@ -264,7 +301,7 @@ cmd_test() {
         # Compile outside the netns (the registry may be needed), run inside it, offline.
         cargo test --locked -p koord-e2e --test scenarios --no-run
         in_netns env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
-            KOORD_E2E_RESTART_CONTAINERD="$REPO/scripts/real-cluster.sh restart containerd" \
+            KOORD_E2E_RESTART="$REPO/scripts/real-cluster.sh restart" \
             cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1 --nocapture
     else
         log "e2e/tests/scenarios.rs not present; ran the kubectl checks only"

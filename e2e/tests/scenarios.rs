@@ -16,6 +16,8 @@ mod colocation;
 mod control;
 #[path = "scenarios/eviction.rs"]
 mod eviction;
+#[path = "scenarios/faults.rs"]
+mod faults;
 #[path = "scenarios/runtime_hooks.rs"]
 mod runtime_hooks;
 #[path = "scenarios/scheduling.rs"]

@@ -99,14 +99,20 @@ pub async fn running_pod(
 }
 
 /// Creates `pod` until the webhook has mutated it into QoS BE, deleting each attempt it did not
-/// mutate: the webhook learns about a new ClusterColocationProfile through its watch.
+/// mutate (and waiting while that attempt is still being deleted): the webhook learns about a
+/// new ClusterColocationProfile through its watch.
 pub async fn create_until_mutated_to_be(
     pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
     pod: &k8s_openapi::api::core::v1::Pod,
 ) -> k8s_openapi::api::core::v1::Pod {
     let name = pod.metadata.name.clone().unwrap_or_default();
-    wait_for("a mutated pod", Duration::from_secs(20), async || {
-        let created = pods.create(&kube::api::PostParams::default(), pod).await.unwrap();
+    wait_for("a mutated pod", Duration::from_secs(60), async || {
+        let created = match pods.create(&kube::api::PostParams::default(), pod).await {
+            Ok(created) => created,
+            // The previous attempt is still being deleted.
+            Err(kube::Error::Api(status)) if status.code == 409 => return None,
+            Err(e) => panic!("creating pod {name}: {e}"),
+        };
         let labels = created.metadata.labels.clone().unwrap_or_default();
         if labels.get("koordinator.sh/qosClass").map(String::as_str) == Some("BE") {
             return Some(created);

@@ -49,13 +49,13 @@ pub(crate) async fn colocation(env: &Env) -> Cleanup {
 
 /// The pod's cgroup directory below `<root>/<controller>` (found by UID, wherever the kubelet's
 /// cgroup root puts `kubepods`).
-fn pod_cgroup(root: &Path, controller: &str, uid: &str) -> Option<PathBuf> {
+pub(crate) fn pod_cgroup(root: &Path, controller: &str, uid: &str) -> Option<PathBuf> {
     let besteffort = find_dir(&root.join(controller), "besteffort", 3)?;
     let dir = besteffort.join(format!("pod{uid}"));
     dir.is_dir().then_some(dir)
 }
 
-fn container_hash(pod: &Pod) -> String {
+pub(crate) fn container_hash(pod: &Pod) -> String {
     let id = pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0]
         .container_id
         .clone()

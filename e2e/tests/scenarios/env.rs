@@ -451,3 +451,28 @@ impl Drop for Cleanup {
         tokio::task::block_in_place(|| handle.block_on(self.undo()));
     }
 }
+
+/// The command that restarts one of the real cluster's processes (`scripts/real-cluster.sh
+/// restart`; `scripts/real-cluster.sh test` sets it), or why there is none.
+pub fn restart_command() -> Result<String, String> {
+    match std::env::var("KOORD_E2E_RESTART") {
+        Ok(command) if !command.trim().is_empty() => Ok(command),
+        _ => Err("KOORD_E2E_RESTART names no command (scripts/real-cluster.sh test sets it)".into()),
+    }
+}
+
+/// Stops `component` (etcd, kube-apiserver, kubelet, containerd) of the real cluster, keeps it
+/// down `down`, starts it again and waits until it serves; returns how long that took. Blocks:
+/// run it on a blocking thread.
+pub fn restart_component(component: &str, down: Duration) -> Result<Duration, String> {
+    let command = restart_command()?;
+    let started = std::time::Instant::now();
+    let status = std::process::Command::new("sh")
+        .args(["-c", &format!("{command} {component} {}", down.as_secs())])
+        .status()
+        .map_err(|e| format!("{command}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{command} {component}: {status}"));
+    }
+    Ok(started.elapsed())
+}

@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::colocation::{colocation, read};
 use crate::common;
-use crate::env::{Cleanup, Env, Load, POD_START, Wanted, find_dir};
+use crate::env::{Cleanup, Env, Load, POD_START, Wanted, find_dir, restart_command, restart_component};
 
 /// koordlet's metrics on the node (hostNetwork; the suite runs in the node's network).
 const KOORDLET_METRICS: &str = "127.0.0.1:9316";
@@ -375,7 +375,7 @@ async fn registered_again(what: &str, before: Option<NriCounts>) -> (NriCounts, 
 /// again, the runtime's Synchronize finds the pod's container already adjusted, so no update
 /// is sent twice; the container keeps running with its limits; and a container created after
 /// both restarts is still adjusted before it starts. The containerd restart needs the command
-/// in `KOORD_E2E_RESTART_CONTAINERD` (`scripts/real-cluster.sh test` sets it).
+/// in `KOORD_E2E_RESTART` (`scripts/real-cluster.sh test` sets it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nri_adjustments_survive_containerd_and_koordlet_restarts() {
     let env = Env::start(Wanted::default()).await;
@@ -399,14 +399,13 @@ async fn nri_adjustments_survive_containerd_and_koordlet_restarts() {
     let (container_id, restarts) = container_of(&pod);
     only_be_pod_on_node(&env, &node, pod.metadata.uid.as_deref().unwrap()).await;
 
-    match std::env::var("KOORD_E2E_RESTART_CONTAINERD") {
-        Ok(command) if !command.trim().is_empty() => {
+    match restart_command() {
+        Ok(_) => {
             let counts = NriCounts::read().unwrap();
-            let status = std::process::Command::new("sh")
-                .args(["-c", &command])
-                .status()
+            tokio::task::spawn_blocking(|| restart_component("containerd", Duration::ZERO))
+                .await
+                .unwrap()
                 .unwrap();
-            assert!(status.success(), "{command}: {status}");
             let (after, took) =
                 registered_again("koordlet registered after the containerd restart", Some(counts)).await;
             println!("containerd restarted: koordlet registered and synchronised again {took:?} later");
@@ -415,9 +414,7 @@ async fn nri_adjustments_survive_containerd_and_koordlet_restarts() {
                 "the Synchronize after the containerd restart sent updates for an already adjusted container"
             );
         }
-        _ => println!(
-            "skipped: the containerd restart (KOORD_E2E_RESTART_CONTAINERD names no command; scripts/real-cluster.sh test sets it)"
-        ),
+        Err(reason) => println!("skipped: the containerd restart ({reason})"),
     }
 
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), DEFAULT_CONFIG_NAMESPACE);
