@@ -43,7 +43,8 @@ pub struct RunningExtender {
     pub cache: ClusterCache,
 }
 
-/// Starts the caches and the HTTPS listener on `client`; metrics go to `registry`.
+/// Starts the caches and the HTTPS listener on `client`; metrics (with the build and process
+/// metrics) go to `registry`, which must be a root registry.
 pub async fn start(
     cli: &Cli,
     client: Client,
@@ -56,6 +57,11 @@ pub async fn start(
         current,
         cli.cert_sync_interval,
     ));
+    koord_runtime::register_standard_metrics(
+        registry,
+        "koord_scheduler_extender",
+        env!("CARGO_PKG_VERSION"),
+    );
     let readiness = Readiness::default();
     readiness.register("caches");
     let cache = ClusterCache::start(
