@@ -491,9 +491,10 @@ async fn collect_and_decide(
             let mut stores = stores.lock().await;
             collector.collect(&snapshot, now, &mut stores);
             let latest = |kind| stores.node.latest(&SeriesKey::node(kind)).map(|(_, v)| v);
-            telemetry
-                .upstream
-                .record_node_usage(latest(MetricKind::NodeCpuUsage), latest(MetricKind::NodeMemoryUsage));
+            telemetry.upstream.record_node_usage(
+                latest(MetricKind::NodeCpuUsage),
+                latest(MetricKind::NodeMemoryUsage),
+            );
         }
         if let Some(node) = &snapshot.node {
             telemetry.upstream.record_allocatable(node);

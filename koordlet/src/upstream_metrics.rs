@@ -71,7 +71,11 @@ impl UpstreamMetrics {
     pub fn register(registry: &mut Registry, node: &str) -> Self {
         let m = UpstreamMetrics::default();
         let r = registry.sub_registry_with_label((Cow::Borrowed("node"), Cow::Owned(node.to_owned())));
-        r.register("start_time", "The start time of koordlet, unix seconds", m.start_time.clone());
+        r.register(
+            "start_time",
+            "The start time of koordlet, unix seconds",
+            m.start_time.clone(),
+        );
         r.register(
             "node_used_cpu_cores",
             "CPU cores used by the node (last collection round)",
@@ -166,7 +170,9 @@ impl UpstreamMetrics {
                 if self.suppress_cpu.get(&labels).is_none() {
                     self.suppress_cpu.clear();
                 }
-                self.suppress_cpu.get_or_create(&labels).set(milli as f64 / 1000.0);
+                self.suppress_cpu
+                    .get_or_create(&labels)
+                    .set(milli as f64 / 1000.0);
             }
             _ => self.suppress_cpu.clear(),
         }
@@ -211,17 +217,19 @@ mod tests {
         let m = UpstreamMetrics::register(&mut registry, "node-1");
         m.record_start(1_700_000_000.0);
         m.record_node_usage(Some(1.5), Some(2.0 * 1024.0 * 1024.0 * 1024.0));
-        let mut node = Node::default();
-        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
-            allocatable: Some(
-                [
-                    (names::RESOURCE_BATCH_CPU.to_owned(), Quantity("25000".into())),
-                    (names::RESOURCE_BATCH_MEMORY.to_owned(), Quantity("4Gi".into())),
-                ]
-                .into(),
-            ),
+        let node = Node {
+            status: Some(k8s_openapi::api::core::v1::NodeStatus {
+                allocatable: Some(
+                    [
+                        (names::RESOURCE_BATCH_CPU.to_owned(), Quantity("25000".into())),
+                        (names::RESOURCE_BATCH_MEMORY.to_owned(), Quantity("4Gi".into())),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
+        };
         m.record_allocatable(&node);
         let usage = FastUsage {
             be_milli: 500,
@@ -235,12 +243,12 @@ mod tests {
             r#"koordlet_start_time{node="node-1"} 1700000000.0"#,
             r#"koordlet_node_used_cpu_cores{node="node-1"} 1.5"#,
             r#"koordlet_node_used_memory_bytes{node="node-1"} 2147483648.0"#,
-            r#"koordlet_node_resource_allocatable{resource="kubernetes.io/batch-cpu",unit="integer",node="node-1"} 25000.0"#,
-            r#"koordlet_node_resource_allocatable{resource="kubernetes.io/batch-memory",unit="byte",node="node-1"} 4294967296.0"#,
-            r#"koordlet_be_suppress_cpu_cores{type="cfsQuota",node="node-1"} 2.6"#,
+            r#"koordlet_node_resource_allocatable{node="node-1",resource="kubernetes.io/batch-cpu",unit="integer"} 25000.0"#,
+            r#"koordlet_node_resource_allocatable{node="node-1",resource="kubernetes.io/batch-memory",unit="byte"} 4294967296.0"#,
+            r#"koordlet_be_suppress_cpu_cores{node="node-1",type="cfsQuota"} 2.6"#,
             r#"koordlet_be_suppress_ls_used_cpu_cores{node="node-1"} 1.2"#,
             r#"koordlet_be_suppress_be_used_cpu_cores{node="node-1"} 0.5"#,
-            r#"koordlet_pod_eviction{reason="EvictPodByNodeMemoryUsage",node="node-1"} 1"#,
+            r#"koordlet_pod_eviction{node="node-1",reason="EvictPodByNodeMemoryUsage"} 1"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
@@ -267,7 +275,9 @@ mod tests {
         let m = UpstreamMetrics::register(&mut registry, "n");
         m.record_allocatable(&Node::default());
         assert!(
-            text(&registry).contains(r#"node_resource_allocatable{resource="kubernetes.io/batch-cpu",unit="integer",node="n"} 0.0"#),
+            text(&registry).contains(
+                r#"node_resource_allocatable{node="n",resource="kubernetes.io/batch-cpu",unit="integer"} 0.0"#
+            ),
             "{}",
             text(&registry)
         );

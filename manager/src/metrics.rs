@@ -146,7 +146,10 @@ impl Metrics {
             for (controller, family) in UPSTREAM_CONTROLLERS.iter().zip(&metrics.upstream_reconciles) {
                 upstream.register(
                     format!("{}_reconcile_count", controller.1),
-                    format!("Reconciles of the {} controller, by status and reason", controller.0),
+                    format!(
+                        "Reconciles of the {} controller, by status and reason",
+                        controller.0
+                    ),
                     family.clone(),
                 );
             }
@@ -252,7 +255,9 @@ impl Metrics {
     /// Records the batch allocatable written on `node` (`None`: removed, recorded as 0).
     pub fn batch_published(&self, node: &str, amounts: Option<(i64, i64)>) {
         let (cpu_milli, memory_bytes) = amounts.unwrap_or((0, 0));
-        let labels = NodeLabels { node: node.to_owned() };
+        let labels = NodeLabels {
+            node: node.to_owned(),
+        };
         self.batch_cpu_allocatable
             .get_or_create(&labels)
             .set(cpu_milli as f64 / 1000.0);

@@ -542,7 +542,10 @@ async fn metrics_serve_build_process_leader_and_upstream_series() {
     assert!(rss > 1e6, "{rss}");
     assert!(koord_test_support::sample(&body, "process_open_fds").unwrap() > 0.0);
     assert!(koord_test_support::sample(&body, "process_cpu_seconds_total").unwrap() > 0.0);
-    assert!(body.contains("# TYPE slo_controller_nodeslo_reconcile_count unknown"), "{body}");
+    assert!(
+        body.contains("# TYPE slo_controller_nodeslo_reconcile_count unknown"),
+        "{body}"
+    );
 
     let body = koord_test_support::wait_for("the follower's metrics", PATIENCE, async || {
         koord_test_support::scrape(second_addr)

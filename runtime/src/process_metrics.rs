@@ -84,7 +84,12 @@ impl ProcessFigures {
     }
 }
 
-fn gauge(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: Option<f64>) -> std::fmt::Result {
+fn gauge(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: Option<f64>,
+) -> std::fmt::Result {
     let Some(value) = value else { return Ok(()) };
     let metric = ConstGauge::new(value);
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
@@ -189,9 +194,14 @@ mod tests {
         register_standard_metrics(&mut registry, "koord_test", "1.2.3");
         let mut text = String::new();
         encode(&mut text, &registry).unwrap();
-        assert!(text.contains("koord_test_build_info{version=\"1.2.3\"} 1"), "{text}");
+        assert!(
+            text.contains("koord_test_build_info{version=\"1.2.3\"} 1"),
+            "{text}"
+        );
         assert!(value(&text, "process_resident_memory_bytes") > 1e6, "{text}");
-        assert!(value(&text, "process_virtual_memory_bytes") >= value(&text, "process_resident_memory_bytes"));
+        assert!(
+            value(&text, "process_virtual_memory_bytes") >= value(&text, "process_resident_memory_bytes")
+        );
         // Stdin, stdout, stderr at least.
         assert!(value(&text, "process_open_fds") >= 3.0, "{text}");
         assert!(value(&text, "process_max_fds") >= value(&text, "process_open_fds"));
@@ -202,7 +212,10 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         // The test binary started within the last hour, and not in the future (1 s of rounding).
-        assert!(started <= now + 1.0 && started > now - 3600.0, "{started} vs {now}");
+        assert!(
+            started <= now + 1.0 && started > now - 3600.0,
+            "{started} vs {now}"
+        );
     }
 
     #[test]

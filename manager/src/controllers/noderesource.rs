@@ -116,7 +116,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
     ctx.metrics.batch_writes.inc();
     ctx.metrics
         .batch_published(&name, status.published.map(|p| (p.cpu, p.memory)));
-    explain(&ctx, &node, &name, &outcome, &status, reason).await;
+    explain(ctx, &node, &name, &outcome, &status, reason).await;
     Ok(Action::requeue(ctx.resync))
 }
 

@@ -209,7 +209,10 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
     );
     task.await.unwrap().unwrap();
     let labels = crate::metrics::NodeLabels { node: "n1".into() };
-    assert_eq!(ctx.metrics.batch_cpu_allocatable.get_or_create(&labels).get(), 58.0);
+    assert_eq!(
+        ctx.metrics.batch_cpu_allocatable.get_or_create(&labels).get(),
+        58.0
+    );
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     for line in [
