@@ -554,4 +554,6 @@ async fn metrics_serve_build_process_leader_and_upstream_series() {
     })
     .await;
     assert_eq!(koord_test_support::sample(&body, &build), Some(1.0), "{body}");
+    // As upstream, whose controllers run on the leader only: a follower counts no reconcile.
+    assert_eq!(koord_test_support::sample(&body, reconciled), None, "{body}");
 }

@@ -53,8 +53,11 @@ pub trait NodeChild:
 pub async fn reconcile<K: NodeChild>(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(K::CONTROLLER);
     let result = reconcile_node::<K>(node, &ctx).await;
-    ctx.metrics
-        .reconcile_finished(K::CONTROLLER, result.as_ref().err().map(Error::metric_label));
+    // Upstream runs its controllers on the leader only: followers' skipped rounds do not count.
+    if ctx.leadership.is_leader() {
+        ctx.metrics
+            .reconcile_finished(K::CONTROLLER, result.as_ref().err().map(Error::metric_label));
+    }
     result
 }
 

@@ -44,8 +44,11 @@ fn resource_patch(status: &BatchStatus) -> Value {
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(NAME);
     let result = reconcile_node(node, &ctx).await;
-    ctx.metrics
-        .reconcile_finished(NAME, result.as_ref().err().map(Error::metric_label));
+    // Upstream runs its controllers on the leader only: followers' skipped rounds do not count.
+    if ctx.leadership.is_leader() {
+        ctx.metrics
+            .reconcile_finished(NAME, result.as_ref().err().map(Error::metric_label));
+    }
     result
 }
 
