@@ -16,6 +16,7 @@ use crate::evictor::Evictor;
 use crate::executor::{Executor, ExecutorConfig};
 use crate::metrics::clock::MetricClock;
 use crate::metrics::collector::{Collector, Stores};
+use crate::metrics::{MetricKind, SeriesKey};
 use crate::qos_loop::{QosEdges, QosLoop, QosLoopConfig};
 use crate::report::{self, ReportInput};
 use crate::states::{Snapshot, sources};
@@ -164,19 +165,22 @@ pub async fn run(
     info!(node = settings.node, version = ?cgroups.version(), driver = ?paths.driver,
           dry_run = settings.dry_run, "koordlet starting");
 
-    let mut registry = Registry::with_prefix("koordlet");
-    let telemetry = Telemetry::register(&mut registry);
+    let mut root_registry = Registry::default();
+    koord_runtime::register_standard_metrics(&mut root_registry, "koordlet", env!("CARGO_PKG_VERSION"));
+    let registry = root_registry.sub_registry_with_prefix("koordlet");
+    let telemetry = Telemetry::register(registry, &settings.node);
+    telemetry.upstream.record_start(unix_now_seconds());
     telemetry.record_feature_gates(&settings.gates);
     let without_effect = settings.gates.enabled_without_effect();
     if !without_effect.is_empty() {
         warn!(gates = %without_effect.join(", "), "feature gates enabled that do nothing in this koordlet");
     }
-    let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(&mut registry, telemetry.clone());
+    let suppress_metrics = crate::suppress_loop::SuppressMetrics::register(registry, telemetry.clone());
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
-    let nri_telemetry = crate::nri::NriTelemetry::register(&mut registry);
+    let nri_telemetry = crate::nri::NriTelemetry::register(registry);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let admin = serve_admin(&settings, Arc::new(registry), &readiness, &stop_rx).await?;
+    let admin = serve_admin(&settings, Arc::new(root_registry), &readiness, &stop_rx).await?;
 
     let (client, evict_client) = connect(&settings).await?;
     let (snap_tx, snap_rx) = watch::channel(Snapshot::default());
@@ -518,6 +522,14 @@ async fn collect_and_decide(
         {
             let mut stores = stores.lock().await;
             collector.collect(&snapshot, now, &mut stores);
+            let latest = |kind| stores.node.latest(&SeriesKey::node(kind)).map(|(_, v)| v);
+            telemetry.upstream.record_node_usage(
+                latest(MetricKind::NodeCpuUsage),
+                latest(MetricKind::NodeMemoryUsage),
+            );
+        }
+        if let Some(node) = &snapshot.node {
+            telemetry.upstream.record_allocatable(node);
         }
         telemetry
             .collection_seconds
@@ -578,6 +590,13 @@ async fn report_node_metric(
             .get_or_create(&vec![("result".to_string(), result.to_string())])
             .inc();
     }
+}
+
+/// Seconds since the unix epoch (0 on a clock before it).
+fn unix_now_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The metric time now and its wall time (see [`MetricClock`]).

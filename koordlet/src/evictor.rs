@@ -304,7 +304,14 @@ impl Evictor {
         self.in_flight.refresh(pods, now)
     }
 
-    fn count(&self, strategy: &str, outcome: EvictOutcome) {
+    fn count(&self, pick: &EvictionPick, outcome: EvictOutcome) {
+        if matches!(
+            outcome,
+            EvictOutcome::Evicted | EvictOutcome::Deleted | EvictOutcome::ContainersKilled
+        ) {
+            self.telemetry.upstream.record_eviction(pick.reason);
+        }
+        let strategy = pick.strategy;
         self.telemetry
             .evictions
             .get_or_create(&vec![
@@ -418,7 +425,7 @@ impl Evictor {
         for pick in dropped {
             error!(pod = %format!("{}/{}", pick.namespace, pick.name), strategy = pick.strategy,
                    "eviction pick dropped: not a BE pod on this node (only BE pods are ever evicted)");
-            self.count(pick.strategy, EvictOutcome::Dropped);
+            self.count(pick, EvictOutcome::Dropped);
             outcomes.push(EvictOutcome::Dropped);
         }
         for (pick, pod) in ok {
@@ -427,7 +434,7 @@ impl Evictor {
                 info!(pod = %name, strategy = pick.strategy, reason = pick.reason, message = %pick.message,
                       "dry-run: would evict");
                 self.in_flight.insert(&pick.uid, now);
-                self.count(pick.strategy, EvictOutcome::DryRun);
+                self.count(pick, EvictOutcome::DryRun);
                 outcomes.push(EvictOutcome::DryRun);
                 continue;
             }
@@ -456,7 +463,7 @@ impl Evictor {
                     }
                 },
             };
-            self.count(pick.strategy, outcome);
+            self.count(pick, outcome);
             outcomes.push(outcome);
         }
         outcomes

@@ -35,6 +35,7 @@ pub mod suppress_loop;
 pub mod system;
 pub mod system_config;
 pub mod telemetry;
+pub mod upstream_metrics;
 
 pub use command::run;
 /// Feature gates are the agent's flag vocabulary too (`--feature-gates`); they live in the core.

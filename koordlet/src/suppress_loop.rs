@@ -335,7 +335,9 @@ impl SuppressLoop {
             .fast
             .tick(seen.sample, strategy, node, seen.current_quota_us, seen.cpus);
         if let Some(m) = &self.metrics {
-            m.budget_milli.set(self.fast.budget_milli().unwrap_or(-1));
+            m.telemetry
+                .upstream
+                .record_suppress(seen.mode, self.fast.budget_milli(), &self.fast.usage());
         }
         let has_scope = self.scope.is_some();
         let write = fast_write(&action, seen.current_quota_us, seen.cpus, has_scope);

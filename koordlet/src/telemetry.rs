@@ -7,6 +7,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::executor::ApplyReport;
+use crate::upstream_metrics::UpstreamMetrics;
 
 type Labels = Vec<(String, String)>;
 
@@ -28,11 +29,14 @@ pub struct Telemetry {
     pub feature_gates: Family<Labels, Gauge>,
     /// CPU set policy requests not applied now (unsatisfiable, ineligible, refused).
     pub cpuset_policy_problems: Gauge,
+    /// The series under upstream koordlet's names.
+    pub upstream: UpstreamMetrics,
 }
 
 impl Telemetry {
-    /// Creates and registers the metrics.
-    pub fn register(registry: &mut Registry) -> Self {
+    /// Creates and registers the metrics in `registry` (the `koordlet` prefixed one); the
+    /// upstream-named series carry the label `node`.
+    pub fn register(registry: &mut Registry, node: &str) -> Self {
         let t = Telemetry {
             collection_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             cgroup_writes: Family::default(),
@@ -41,6 +45,7 @@ impl Telemetry {
             evictions: Family::default(),
             feature_gates: Family::default(),
             cpuset_policy_problems: Gauge::default(),
+            upstream: UpstreamMetrics::register(registry, node),
         };
         registry.register(
             "collection_round_seconds",
@@ -121,7 +126,7 @@ mod tests {
     #[test]
     fn feature_gate_metric_says_which_gates_do_nothing() {
         let mut registry = Registry::with_prefix("koordlet");
-        let t = Telemetry::register(&mut registry);
+        let t = Telemetry::register(&mut registry, "node-1");
         t.record_feature_gates(
             &koordlet_core::FeatureGates::parse("CoreSched=true,Accelerators=true").unwrap(),
         );

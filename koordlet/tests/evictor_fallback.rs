@@ -45,7 +45,7 @@ fn idle_killer() -> ContainerKiller {
 
 fn evictor(client: &kube::Client, fallback: EvictionFallback, killer: ContainerKiller) -> Evictor {
     let mut registry = prometheus_client::registry::Registry::default();
-    let telemetry = Telemetry::register(&mut registry);
+    let telemetry = Telemetry::register(&mut registry, "node-1");
     Evictor::new(client.clone(), "node-a", false, telemetry).with_fallback(fallback, killer)
 }
 

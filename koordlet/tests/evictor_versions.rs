@@ -54,7 +54,7 @@ fn pick(pod: &PodMeta) -> EvictionPick {
 
 fn evictor(client: &kube::Client) -> Evictor {
     let mut registry = prometheus_client::registry::Registry::default();
-    let telemetry = Telemetry::register(&mut registry);
+    let telemetry = Telemetry::register(&mut registry, "node-1");
     Evictor::new(client.clone(), "node-a", false, telemetry)
 }
 

@@ -31,6 +31,8 @@ struct Env {
     nodes: SimulatedNodes,
     node: NodeInfo,
     ns: String,
+    /// koordlet's `/metrics`.
+    metrics_addr: std::net::SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     agent: Option<tokio::task::JoinHandle<()>>,
     _dir: tempfile::TempDir,
@@ -61,6 +63,7 @@ async fn start(node_memory: u64, gates: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let metrics_addr = koord_test_support::free_loopback_addr().unwrap();
     let args = koordlet::cli::Args::try_parse_from([
         "koordlet".to_string(),
         format!("--node-name={name}"),
@@ -72,7 +75,7 @@ async fn start(node_memory: u64, gates: &str) -> Env {
         format!("--kubelet-url=http://127.0.0.1:{}", node.kubelet_port),
         "--collect-interval=1s".into(),
         format!("--feature-gates={gates}"),
-        "--metrics-addr=127.0.0.1:0".into(),
+        format!("--metrics-addr={metrics_addr}"),
         "--health-addr=127.0.0.1:0".into(),
         "--enable-nri-runtime-hook=false".into(),
     ])
@@ -92,6 +95,7 @@ async fn start(node_memory: u64, gates: &str) -> Env {
         nodes,
         node,
         ns,
+        metrics_addr,
         stop: Some(stop),
         agent: Some(agent),
         _dir: dir,
@@ -261,6 +265,7 @@ async fn memory_hungry_be_pod_is_evicted_with_an_event_and_ls_pods_stay() {
         message.contains("EvictPodByNodeMemoryUsage") && message.contains("node memory usage"),
         "{message}"
     );
+    assert_upstream_series(&env).await;
     // The LS pod and the small BE pod (usage back below the threshold) stay. Node usage is the
     // host's: when other work on the host pushes it over the threshold again within the next
     // cool-down, evicting the small pod is right, and only its survival goes unchecked.
@@ -280,6 +285,34 @@ async fn memory_hungry_be_pod_is_evicted_with_an_event_and_ls_pods_stay() {
         assert!(small_stays, "be-small evicted at a host peak of {peak_percent}%");
     }
     assert!(reasons(&env.events("web").await).is_empty());
+}
+
+/// koordlet's `/metrics` after the memory eviction: upstream's series with what this node
+/// measured and decided, the build and the process.
+async fn assert_upstream_series(env: &Env) {
+    use koord_test_support::sample;
+    let body = koord_test_support::scrape(env.metrics_addr).await.unwrap();
+    let node = &env.node.name;
+    let series = |name: &str, labels: &str| format!("koordlet_{name}{{node=\"{node}\"{labels}}}");
+    let evictions = sample(
+        &body,
+        &series("pod_eviction", ",reason=\"EvictPodByNodeMemoryUsage\""),
+    );
+    assert!(evictions.is_some_and(|n| n >= 1.0), "{body}");
+    let memory = sample(&body, &series("node_used_memory_bytes", "")).unwrap();
+    assert!(memory > 100.0 * MI as f64, "node memory {memory}");
+    let cpu = sample(&body, &series("node_used_cpu_cores", "")).unwrap();
+    assert!(cpu >= 0.0, "node cpu {cpu}");
+    let batch_cpu = series(
+        "node_resource_allocatable",
+        ",resource=\"kubernetes.io/batch-cpu\",unit=\"integer\"",
+    );
+    assert_eq!(sample(&body, &batch_cpu), Some(4000.0), "{body}");
+    let started = sample(&body, &series("start_time", "")).unwrap();
+    assert!(started > 1.6e9, "{started}");
+    let build = format!("koordlet_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(sample(&body, &build), Some(1.0), "{body}");
+    assert!(sample(&body, "process_resident_memory_bytes").unwrap() > 1e6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -29,7 +29,6 @@ use kube::{
     runtime::watcher,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NS: &str = "koordinator-system";
 const PARALLEL: usize = 32;
@@ -212,15 +211,8 @@ impl Manager {
 
     /// A counter or gauge without labels, from `/metrics`.
     async fn metric(&self, name: &str) -> Option<f64> {
-        let mut stream = tokio::net::TcpStream::connect(self.metrics).await.ok()?;
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .await
-            .ok()?;
-        let mut body = String::new();
-        stream.read_to_string(&mut body).await.ok()?;
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        let body = koord_test_support::scrape(self.metrics).await?;
+        koord_test_support::sample(&body, name)
     }
 
     async fn wait_pods_indexed(&self, pods: usize) {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use futures::{Stream, stream};
+use futures::{Stream, StreamExt, stream};
 use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
@@ -34,6 +34,18 @@ impl Leadership {
     pub fn is_leader(&self) -> bool {
         // A closed channel means the election task ended: this replica no longer holds a lease.
         *self.state.borrow() && self.state.has_changed().is_ok()
+    }
+
+    /// Yields whether this replica leads now, then again at every change; ends when the
+    /// election task ends (the replica no longer leads).
+    pub fn states(&self) -> impl Stream<Item = bool> + Send + 'static {
+        let mut state = self.state.clone();
+        let now = *state.borrow_and_update();
+        stream::once(futures::future::ready(now)).chain(stream::unfold(state, |mut state| async move {
+            state.changed().await.ok()?;
+            let leads = *state.borrow_and_update();
+            Some((leads, state))
+        }))
     }
 
     /// Yields once every time this replica becomes the leader (so it reconciles everything).

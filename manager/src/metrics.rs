@@ -1,6 +1,11 @@
-//! Prometheus metrics of the manager (prefix `koord_manager_`).
+//! Prometheus metrics of the manager: ours under `koord_manager_`, upstream slo-controller's
+//! under their names (`slo_controller_*`), and the leader gauge controller-runtime serves
+//! (`leader_election_master_status`).
 
-use std::time::Instant;
+use std::{sync::atomic::AtomicU64, time::Instant};
+
+use koord_api::names;
+use koord_runtime::UnsuffixedCounter;
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -24,14 +29,42 @@ pub struct ErrorLabels {
     pub error: String,
 }
 
-/// Labels of a node's batch resource.
+/// Labels of a node.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BatchLabels {
+pub struct NodeLabels {
     /// Node name.
     pub node: String,
-    /// `cpu` (milli-cores) or `memory` (bytes).
-    pub resource: String,
 }
+
+/// Labels of upstream's `slo_controller_node_extended_resource_allocatable_internal`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExtendedResourceLabels {
+    /// Node name.
+    pub node: String,
+    /// `kubernetes.io/batch-cpu` or `kubernetes.io/batch-memory`.
+    pub resource: String,
+    /// `integer` (batch-cpu: a count of milli-cores) or `byte`, as upstream.
+    pub unit: String,
+}
+
+/// Labels of upstream's `slo_controller_*_reconcile_count`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// `succeeded` or `failed`.
+    pub status: String,
+    /// `reconciled`, or the error category (`kube`, `field`, `unnamed`).
+    pub reason: String,
+}
+
+/// Labels of the leader gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    /// The Lease name.
+    pub name: String,
+}
+
+/// A gauge of base units.
+type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// Labels of a ConfigMap key.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,8 +81,16 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// Reconcile duration in seconds, per controller.
     pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
-    /// Published batch allocatable (after third-party allocations), per node and resource.
-    pub batch_allocatable: Family<BatchLabels, Gauge>,
+    /// Published batch-cpu (after third-party allocations), cores, per node.
+    pub batch_cpu_allocatable: Family<NodeLabels, FloatGauge>,
+    /// Published batch-memory (after third-party allocations), bytes, per node.
+    pub batch_memory_allocatable: Family<NodeLabels, FloatGauge>,
+    /// Upstream's: the batch allocatable computed for a node, whether written or not.
+    pub extended_resource_allocatable: Family<ExtendedResourceLabels, FloatGauge>,
+    /// Upstream's reconcile counters, one per controller.
+    pub upstream_reconciles: [Family<StatusLabels, UnsuffixedCounter>; 3],
+    /// 1 while this replica holds the leader Lease (or runs without election), else 0.
+    pub leader: Family<LeaseLabels, Gauge>,
     /// 1 while a ConfigMap key is broken (its last good value stays in force).
     pub config_key_invalid: Family<KeyLabels, Gauge>,
     /// Node status writes of batch resources.
@@ -58,6 +99,14 @@ pub struct Metrics {
     pub pods_indexed: Gauge,
 }
 
+/// Our controller names and upstream's metric infixes, in the order of
+/// [`Metrics::upstream_reconciles`].
+const UPSTREAM_CONTROLLERS: [(&str, &str); 3] = [
+    ("nodeslo", "nodeslo"),
+    ("nodemetric", "nodemetric"),
+    ("noderesource", "node_resource"),
+];
+
 fn duration_histogram() -> Histogram {
     Histogram::new([
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -65,17 +114,46 @@ fn duration_histogram() -> Histogram {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
+    /// Creates the metrics and registers them in `registry`, a root registry (the upstream
+    /// names carry no `koord_manager_` prefix).
     pub fn register(registry: &mut Registry) -> Metrics {
         let metrics = Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
-            batch_allocatable: Family::default(),
+            batch_cpu_allocatable: Family::default(),
+            batch_memory_allocatable: Family::default(),
+            extended_resource_allocatable: Family::default(),
+            upstream_reconciles: Default::default(),
+            leader: Family::default(),
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
             pods_indexed: Gauge::default(),
         };
+        registry.register(
+            "leader_election_master_status",
+            "1 while this replica holds the leader Lease (or runs without leader election), else 0",
+            metrics.leader.clone(),
+        );
+        {
+            let upstream = registry.sub_registry_with_prefix("slo_controller");
+            upstream.register(
+                "node_extended_resource_allocatable_internal",
+                "Batch allocatable computed for the node, whether written or not \
+                 (batch-cpu: unit integer, milli-cores; batch-memory: bytes)",
+                metrics.extended_resource_allocatable.clone(),
+            );
+            for (controller, family) in UPSTREAM_CONTROLLERS.iter().zip(&metrics.upstream_reconciles) {
+                upstream.register(
+                    format!("{}_reconcile_count", controller.1),
+                    format!(
+                        "Reconciles of the {} controller, by status and reason",
+                        controller.0
+                    ),
+                    family.clone(),
+                );
+            }
+        }
         let registry = registry.sub_registry_with_prefix("koord_manager");
         registry.register(
             "reconciles",
@@ -93,9 +171,14 @@ impl Metrics {
             metrics.reconcile_duration.clone(),
         );
         registry.register(
-            "batch_allocatable",
-            "Batch allocatable published on the node (cpu in milli-cores, memory in bytes)",
-            metrics.batch_allocatable.clone(),
+            "batch_cpu_allocatable_cores",
+            "batch-cpu last published on the node, in cores",
+            metrics.batch_cpu_allocatable.clone(),
+        );
+        registry.register(
+            "batch_memory_allocatable_bytes",
+            "batch-memory last published on the node, in bytes",
+            metrics.batch_memory_allocatable.clone(),
         );
         registry.register(
             "config_key_invalid",
@@ -126,6 +209,70 @@ impl Metrics {
             labels,
             start: Instant::now(),
         }
+    }
+
+    /// Counts a finished reconcile in upstream's `slo_controller_*_reconcile_count`;
+    /// `error` is the failure's category (`None`: succeeded).
+    pub fn reconcile_finished(&self, controller: &str, error: Option<&str>) {
+        let Some(family) = UPSTREAM_CONTROLLERS
+            .iter()
+            .position(|(ours, _)| *ours == controller)
+            .and_then(|i| self.upstream_reconciles.get(i))
+        else {
+            return;
+        };
+        let labels = match error {
+            None => StatusLabels {
+                status: "succeeded".to_owned(),
+                reason: "reconciled".to_owned(),
+            },
+            Some(category) => StatusLabels {
+                status: "failed".to_owned(),
+                reason: category.to_owned(),
+            },
+        };
+        family.get_or_create(&labels).inc();
+    }
+
+    /// Records the batch allocatable computed for `node` (`None`: removed, recorded as 0 as
+    /// upstream does), before the update gate decides whether to write it.
+    pub fn batch_computed(&self, node: &str, amounts: Option<(i64, i64)>) {
+        let (cpu_milli, memory_bytes) = amounts.unwrap_or((0, 0));
+        for (resource, unit, value) in [
+            (names::RESOURCE_BATCH_CPU, "integer", cpu_milli),
+            (names::RESOURCE_BATCH_MEMORY, "byte", memory_bytes),
+        ] {
+            self.extended_resource_allocatable
+                .get_or_create(&ExtendedResourceLabels {
+                    node: node.to_owned(),
+                    resource: resource.to_owned(),
+                    unit: unit.to_owned(),
+                })
+                .set(value as f64);
+        }
+    }
+
+    /// Records the batch allocatable written on `node` (`None`: removed, recorded as 0).
+    pub fn batch_published(&self, node: &str, amounts: Option<(i64, i64)>) {
+        let (cpu_milli, memory_bytes) = amounts.unwrap_or((0, 0));
+        let labels = NodeLabels {
+            node: node.to_owned(),
+        };
+        self.batch_cpu_allocatable
+            .get_or_create(&labels)
+            .set(cpu_milli as f64 / 1000.0);
+        self.batch_memory_allocatable
+            .get_or_create(&labels)
+            .set(memory_bytes as f64);
+    }
+
+    /// Sets the leader gauge of Lease `lease`.
+    pub fn set_leader(&self, lease: &str, leader: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels {
+                name: lease.to_owned(),
+            })
+            .set(i64::from(leader));
     }
 
     /// Counts a failed reconcile.

@@ -114,6 +114,7 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let shutdown = shutdown.shared();
     let mut registry = Registry::default();
+    koord_runtime::register_standard_metrics(&mut registry, "koord_manager", env!("CARGO_PKG_VERSION"));
     let metrics = Arc::new(Metrics::register(&mut registry));
     let readiness = koord_runtime::Readiness::default();
     readiness.register("config");
@@ -153,6 +154,17 @@ pub async fn run(
     // Tasks that follow the cluster; aborted when the controllers stop, which also drops every
     // Leadership handle so that the Lease is released.
     let mut background = Vec::new();
+    {
+        let metrics = metrics.clone();
+        let states = leadership.states();
+        background.push(tokio::spawn(async move {
+            let mut states = std::pin::pin!(states);
+            while let Some(leads) = states.next().await {
+                metrics.set_leader(LEASE_NAME, leads);
+            }
+            metrics.set_leader(LEASE_NAME, false);
+        }));
+    }
     let config = Arc::new(RwLock::new(ConfigState::new()));
     let (changed, _) = broadcast::channel(16);
     let config_watch = ConfigWatch {

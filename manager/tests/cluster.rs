@@ -249,7 +249,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
             .items
             .iter()
             .any(|e| {
-                e.reason.as_deref() == Some("InvalidConfigKey")
+                e.reason.as_deref() == Some("SLOCfgUnmarshalFailed")
                     && e.note
                         .as_deref()
                         .is_some_and(|n| n.contains("resource-threshold-config"))
@@ -503,4 +503,57 @@ async fn a_leader_cut_off_from_the_api_server_is_replaced_within_the_lease_time(
         before,
         "the old leader wrote after reconnecting"
     );
+}
+
+#[tokio::test]
+async fn metrics_serve_build_process_leader_and_upstream_series() {
+    const LEASE_SECONDS: u64 = 3;
+    let (_cluster, client) = cluster().await;
+    config_map(&client, &SEED_001).await;
+    add_node(&client, "n1").await;
+    let first_addr = koord_test_support::free_loopback_addr().unwrap();
+    let mut first_args = args(true, LEASE_SECONDS, "first");
+    first_args.metrics_addr = first_addr;
+    let (_stop_first, _first) = start(&client, first_args);
+    eventually("NodeSLO written by the leader", PATIENCE, || async {
+        node_slo(&client, "n1").await.is_some()
+    })
+    .await;
+    let second_addr = koord_test_support::free_loopback_addr().unwrap();
+    let mut second_args = args(true, LEASE_SECONDS, "second");
+    second_args.metrics_addr = second_addr;
+    let (_stop_second, _second) = start(&client, second_args);
+
+    let leader = r#"leader_election_master_status{name="koordinator-manager"}"#;
+    let reconciled = r#"slo_controller_nodeslo_reconcile_count{status="succeeded",reason="reconciled"}"#;
+    let body = koord_test_support::wait_for("the leader's metrics", PATIENCE, async || {
+        koord_test_support::scrape(first_addr)
+            .await
+            .filter(|b| koord_test_support::sample(b, leader) == Some(1.0))
+            .filter(|b| koord_test_support::sample(b, reconciled).is_some_and(|n| n >= 1.0))
+    })
+    .await;
+    let build = format!(
+        "koord_manager_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(koord_test_support::sample(&body, &build), Some(1.0), "{body}");
+    let rss = koord_test_support::sample(&body, "process_resident_memory_bytes").unwrap();
+    assert!(rss > 1e6, "{rss}");
+    assert!(koord_test_support::sample(&body, "process_open_fds").unwrap() > 0.0);
+    assert!(koord_test_support::sample(&body, "process_cpu_seconds_total").unwrap() > 0.0);
+    assert!(
+        body.contains("# TYPE slo_controller_nodeslo_reconcile_count unknown"),
+        "{body}"
+    );
+
+    let body = koord_test_support::wait_for("the follower's metrics", PATIENCE, async || {
+        koord_test_support::scrape(second_addr)
+            .await
+            .filter(|b| koord_test_support::sample(b, leader) == Some(0.0))
+    })
+    .await;
+    assert_eq!(koord_test_support::sample(&body, &build), Some(1.0), "{body}");
+    // As upstream, whose controllers run on the leader only: a follower counts no reconcile.
+    assert_eq!(koord_test_support::sample(&body, reconciled), None, "{body}");
 }

@@ -17,6 +17,7 @@ mod input;
 mod kubeconfig;
 mod logging;
 mod output;
+mod process_metrics;
 mod shutdown;
 mod upstream_flags;
 
@@ -33,6 +34,7 @@ pub use input::{ReadInputError, read_file_or_stdin};
 pub use kubeconfig::{KubeconfigError, kube_client, kube_config};
 pub use logging::{LogFormat, LoggingError, VERBOSITY_HELP, init_logging, verbosity_filter};
 pub use output::print_stdout;
+pub use process_metrics::{ProcessCollector, UnsuffixedCounter, register_standard_metrics};
 pub use shutdown::shutdown_signal;
 pub use upstream_flags::{
     FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags, long_names,

@@ -43,7 +43,8 @@ pub struct RunningExtender {
     pub cache: ClusterCache,
 }
 
-/// Starts the caches and the HTTPS listener on `client`; metrics go to `registry`.
+/// Starts the caches and the HTTPS listener on `client`; metrics (with the build and process
+/// metrics) go to `registry`, which must be a root registry.
 pub async fn start(
     cli: &Cli,
     client: Client,
@@ -56,6 +57,7 @@ pub async fn start(
         current,
         cli.cert_sync_interval,
     ));
+    let metrics = register_metrics(registry);
     let readiness = Readiness::default();
     readiness.register("caches");
     let cache = ClusterCache::start(
@@ -77,7 +79,7 @@ pub async fn start(
         cache: cache.clone(),
         policy: cli.policy(),
         factors: cli.scaling_factors(),
-        metrics: ExtenderMetrics::register(registry),
+        metrics,
     });
     let handle = axum_server::Handle::new();
     let addr = SocketAddr::new(cli.bind_address, cli.port);
@@ -94,6 +96,13 @@ pub async fn start(
         task,
         cache,
     })
+}
+
+/// Registers everything the extender serves on `/metrics` in the root `registry`: its own
+/// metrics, its build and the process metrics.
+pub fn register_metrics(registry: &mut Registry) -> ExtenderMetrics {
+    koord_runtime::register_standard_metrics(registry, "koord_scheduler_extender", env!("CARGO_PKG_VERSION"));
+    ExtenderMetrics::register(registry)
 }
 
 /// Runs the extender until SIGTERM/Ctrl-C.

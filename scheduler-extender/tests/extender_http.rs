@@ -159,3 +159,24 @@ async fn extender_rejects_an_unreadable_body_with_400() {
     let response = router.oneshot(request).await.unwrap();
     assert_eq!(response.status().as_u16(), 400);
 }
+
+#[tokio::test]
+async fn metrics_endpoint_serves_the_build_and_the_process() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let _metrics = koord_scheduler_extender::serve::register_metrics(&mut registry);
+    let app = koord_runtime::admin_router(Arc::new(registry), koord_runtime::Readiness::default());
+    let response = app
+        .oneshot(http::Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), http::StatusCode::OK);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body = String::from_utf8(bytes.to_vec()).unwrap();
+    let build = format!(
+        "koord_scheduler_extender_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(koord_test_support::sample(&body, &build), Some(1.0), "{body}");
+    assert!(koord_test_support::sample(&body, "process_resident_memory_bytes").unwrap() > 1e6);
+    assert!(koord_test_support::sample(&body, "process_open_fds").unwrap() >= 3.0);
+}

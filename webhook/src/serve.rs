@@ -69,12 +69,14 @@ impl RunningWebhook {
     }
 }
 
-/// Starts caches, certificates and the HTTPS listener on `client`; metrics go to `registry`.
+/// Starts caches, certificates and the HTTPS listener on `client`; metrics (with the build and
+/// process metrics) go to `registry`, which must be a root registry.
 pub async fn start(
     args: &ServerArgs,
     client: Client,
     registry: &mut Registry,
 ) -> Result<RunningWebhook, ServeError> {
+    koord_runtime::register_standard_metrics(registry, "koord_webhook", env!("CARGO_PKG_VERSION"));
     let metrics = AdmissionMetrics::register(registry);
     let readiness = Readiness::default();
     readiness.register("certificates");

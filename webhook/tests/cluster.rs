@@ -167,6 +167,33 @@ async fn webhook_in_the_embedded_cluster() {
         "{error}"
     );
 
+    // Its registry, served as the binary serves it: the admissions, the build, the process.
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin = koord_runtime::serve_admin(
+        "127.0.0.1:0".parse().unwrap(),
+        std::sync::Arc::new(registry),
+        webhook.readiness.clone(),
+        async {
+            let _ = admin_stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let body = koord_test_support::scrape(admin.local_addr).await.unwrap();
+    let build = format!(
+        "koord_webhook_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(koord_test_support::sample(&body, &build), Some(1.0), "{body}");
+    assert!(koord_test_support::sample(&body, "process_resident_memory_bytes").unwrap() > 1e6);
+    assert!(koord_test_support::sample(&body, "process_start_time_seconds").unwrap() > 1.6e9);
+    let patched = r#"koord_webhook_admissions_total{path="/mutate-pod",operation="CREATE",result="patched"}"#;
+    assert!(
+        koord_test_support::sample(&body, patched).is_some_and(|n| n >= 1.0),
+        "{body}"
+    );
+    let _ = stop_admin.send(());
+
     // Webhook down + failurePolicy Ignore: pods are still created (unmutated).
     webhook.handle.shutdown();
     let _ = webhook.task.await;

@@ -113,7 +113,7 @@ const NODE: NodeCpu = NodeCpu {
 fn v2_counters_and_cpu_max_write() {
     let f = Fake::new(CgroupVersion::V2);
     let mut registry = Registry::default();
-    let telemetry = Telemetry::register(&mut registry);
+    let telemetry = Telemetry::register(&mut registry, "node-1");
     let metrics = SuppressMetrics::register(&mut registry, telemetry);
     let mut l = f.fast_loop_with(false, Some(metrics.clone()));
     let s = strategy();
@@ -124,7 +124,7 @@ fn v2_counters_and_cpu_max_write() {
     let out = l.tick(t0 + Duration::from_millis(100), Some(&s), NODE);
     assert_eq!(out, TickOutcome::Wrote(60_000));
     assert_eq!(f.quota_text().trim(), "60000 100000");
-    assert_eq!(metrics.budget_milli.get(), 600);
+    assert_eq!(metrics.telemetry.upstream.suppress_cores("cfsQuota"), Some(0.6));
     let decreases = metrics
         .writes
         .get_or_create(&vec![("direction".to_string(), "decrease".to_string())])
@@ -136,7 +136,7 @@ fn v2_counters_and_cpu_max_write() {
         TickOutcome::Wrote(-1)
     );
     assert_eq!(f.quota_text().trim(), "max 100000");
-    assert_eq!(metrics.budget_milli.get(), -1);
+    assert_eq!(metrics.telemetry.upstream.suppress_cores("cfsQuota"), None);
     assert_eq!(
         l.tick(t0 + Duration::from_millis(200), None, NODE),
         TickOutcome::Idle

@@ -136,15 +136,10 @@ impl FaultEnv {
     /// The sum of koordlet's Prometheus samples whose line starts with `prefix` and contains
     /// every one of `containing` (0 when the endpoint is not up yet).
     pub async fn metric_where(&self, prefix: &str, containing: &[&str]) -> f64 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", self.admin_port)).await else {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.admin_port));
+        let Some(body) = koord_test_support::scrape(addr).await else {
             return 0.0;
         };
-        let _ = stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: koordlet\r\n\r\n")
-            .await;
-        let mut body = String::new();
-        let _ = stream.read_to_string(&mut body).await;
         body.lines()
             .filter(|l| l.starts_with(prefix) && containing.iter().all(|c| l.contains(c)))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use koord_api::config::ConfigKey;
 use kube::{
     Api, Resource,
     runtime::{
@@ -20,6 +21,21 @@ use crate::{
     leader::Leadership,
     metrics::{KeyLabels, Metrics},
 };
+
+/// The reason of the Warning Event for a broken `key`: upstream Koordinator's, so that
+/// `kubectl get events --field-selector reason=...` and alerts on them keep working.
+pub fn event_reason(key: ConfigKey) -> &'static str {
+    match key {
+        ConfigKey::Colocation => "ColocationCfgUnmarshalFailed",
+        ConfigKey::ResourceThreshold
+        | ConfigKey::ResourceQos
+        | ConfigKey::CpuBurst
+        | ConfigKey::System
+        | ConfigKey::HostApplication => "SLOCfgUnmarshalFailed",
+        ConfigKey::CpuNormalization => "CPUNormalizationCfgUnmarshalFailed",
+        ConfigKey::ResourceAmplification => "ResourceAmplificationCfgUnmarshalFailed",
+    }
+}
 
 /// What the config watcher needs.
 pub struct ConfigWatch {
@@ -77,7 +93,7 @@ impl ConfigWatch {
             state.apply(data.as_ref())
         };
         self.readiness.set("config", true);
-        for key in koord_api::config::ConfigKey::ALL {
+        for key in ConfigKey::ALL {
             let broken = change.errors.iter().any(|e| e.key == key);
             let labels = KeyLabels { key: key.to_string() };
             self.metrics
@@ -93,7 +109,7 @@ impl ConfigWatch {
             if let (Some(cm), true) = (cm, self.leadership.is_leader()) {
                 let event = Event {
                     type_: EventType::Warning,
-                    reason: "InvalidConfigKey".to_owned(),
+                    reason: event_reason(error.key).to_owned(),
                     note: Some(
                         format!("key {}: {error}; its last good value stays in force", error.key)
                             .chars()

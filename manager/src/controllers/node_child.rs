@@ -52,6 +52,16 @@ pub trait NodeChild:
 /// Creates the node's child or patches what differs (spec, missing ownerReference).
 pub async fn reconcile<K: NodeChild>(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(K::CONTROLLER);
+    let result = reconcile_node::<K>(node, &ctx).await;
+    // Upstream runs its controllers on the leader only: followers' skipped rounds do not count.
+    if ctx.leadership.is_leader() {
+        ctx.metrics
+            .reconcile_finished(K::CONTROLLER, result.as_ref().err().map(Error::metric_label));
+    }
+    result
+}
+
+async fn reconcile_node<K: NodeChild>(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let state = ctx.config();
     if !state.is_loaded() || !ctx.leadership.is_leader() {
         // Reconciled again when the config loads or this replica becomes the leader.

@@ -19,7 +19,6 @@ use super::{Context, Error, name_of};
 use crate::{
     batch::{self, BatchOutcome, BatchStatus, UpdateDecision},
     desired,
-    metrics::BatchLabels,
     plan::{NodeBatchPlan, plan_node_batch},
     snapshot,
 };
@@ -44,6 +43,16 @@ fn resource_patch(status: &BatchStatus) -> Value {
 /// Recomputes the node's batch resources and writes them when the change is worth it.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(NAME);
+    let result = reconcile_node(node, &ctx).await;
+    // Upstream runs its controllers on the leader only: followers' skipped rounds do not count.
+    if ctx.leadership.is_leader() {
+        ctx.metrics
+            .reconcile_finished(NAME, result.as_ref().err().map(Error::metric_label));
+    }
+    result
+}
+
+async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let state = ctx.config();
     if !state.is_loaded() || !ctx.leadership.is_leader() || !ctx.pods.is_ready() {
         return Ok(Action::requeue(ctx.resync));
@@ -72,6 +81,8 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         tracing::debug!(node = %name, "colocation-config has no good value yet; node left untouched");
         return Ok(Action::requeue(ctx.resync));
     };
+    ctx.metrics
+        .batch_computed(&name, status.published.map(|p| (p.cpu, p.memory)));
     let (capacity, allocatable) = snapshot::published_batch(&node).map_err(field_error)?;
     let last_write = ctx
         .last_batch_write
@@ -106,15 +117,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         .unwrap_or_else(|p| p.into_inner())
         .insert(name.clone(), now);
     ctx.metrics.batch_writes.inc();
-    let published = status.published.unwrap_or_default();
-    for (resource, value) in [("cpu", published.cpu), ("memory", published.memory)] {
-        let labels = BatchLabels {
-            node: name.clone(),
-            resource: resource.to_owned(),
-        };
-        ctx.metrics.batch_allocatable.get_or_create(&labels).set(value);
-    }
-    explain(&ctx, &node, &name, &outcome, &status, reason).await;
+    ctx.metrics
+        .batch_published(&name, status.published.map(|p| (p.cpu, p.memory)));
+    explain(ctx, &node, &name, &outcome, &status, reason).await;
     Ok(Action::requeue(ctx.resync))
 }
 

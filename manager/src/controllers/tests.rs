@@ -23,6 +23,13 @@ use crate::{
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 fn context(leader: bool) -> (Arc<Context>, Handle) {
+    let (ctx, handle, _) = context_with_registry(leader);
+    (ctx, handle)
+}
+
+/// [`context`] and the registry its metrics are in.
+fn context_with_registry(leader: bool) -> (Arc<Context>, Handle, prometheus_client::registry::Registry) {
+    let mut registry = prometheus_client::registry::Registry::default();
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let leadership = if leader {
@@ -41,9 +48,7 @@ fn context(leader: bool) -> (Arc<Context>, Handle) {
         client: client.clone(),
         config: Arc::new(RwLock::new(state)),
         leadership,
-        metrics: Arc::new(Metrics::register(
-            &mut prometheus_client::registry::Registry::default(),
-        )),
+        metrics: Arc::new(Metrics::register(&mut registry)),
         recorder: Recorder::new(
             client,
             Reporter {
@@ -56,7 +61,7 @@ fn context(leader: bool) -> (Arc<Context>, Handle) {
         last_batch_write: Mutex::new(HashMap::new()),
         resync: Duration::from_secs(60),
     };
-    (Arc::new(ctx), handle)
+    (Arc::new(ctx), handle, registry)
 }
 
 fn node() -> Node {
@@ -139,7 +144,7 @@ async fn a_replica_without_the_lease_writes_nothing() {
 
 #[tokio::test]
 async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an_event() {
-    let (ctx, mut handle) = context(true);
+    let (ctx, mut handle, registry) = context_with_registry(true);
     ctx.pods.apply(kube::runtime::watcher::Event::InitDone);
     let metric = koord_api::NodeMetric {
         metadata: kube::api::ObjectMeta {
@@ -203,10 +208,19 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
             .starts_with("batch-cpu 58000 = capacity 100000 - margin 35000")
     );
     task.await.unwrap().unwrap();
-    let labels = crate::metrics::BatchLabels {
-        node: "n1".into(),
-        resource: "cpu".into(),
-    };
-    assert_eq!(ctx.metrics.batch_allocatable.get_or_create(&labels).get(), 58_000);
+    let labels = crate::metrics::NodeLabels { node: "n1".into() };
+    assert_eq!(
+        ctx.metrics.batch_cpu_allocatable.get_or_create(&labels).get(),
+        58.0
+    );
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        "koord_manager_batch_cpu_allocatable_cores{node=\"n1\"} 58.0",
+        "slo_controller_node_extended_resource_allocatable_internal{node=\"n1\",resource=\"kubernetes.io/batch-cpu\",unit=\"integer\"} 58000.0",
+        "slo_controller_node_resource_reconcile_count{status=\"succeeded\",reason=\"reconciled\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
     let _ = Amounts::ZERO;
 }

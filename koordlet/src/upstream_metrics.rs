@@ -1,0 +1,285 @@
+//! The series of upstream koordlet that users chart and alert on, under upstream's names and
+//! labels (every one carries `node`), filled from what this agent really measures or decides:
+//!
+//! | series | from |
+//! |---|---|
+//! | `koordlet_start_time{node}` | the agent's start, unix seconds |
+//! | `koordlet_node_used_cpu_cores{node}` | the collection round's node CPU usage (`/proc/stat`) |
+//! | `koordlet_node_used_memory_bytes{node}` | the collection round's node memory usage without page cache (`/proc/meminfo`) |
+//! | `koordlet_node_resource_allocatable{node,resource,unit}` | the Node's batch allocatable as koordlet sees it |
+//! | `koordlet_be_suppress_cpu_cores{node,type}` | the fast suppress loop's BE budget, `type` its policy |
+//! | `koordlet_be_suppress_ls_used_cpu_cores{node}` | non-BE usage (pods and host applications) of its last tick |
+//! | `koordlet_be_suppress_be_used_cpu_cores{node}` | BE usage of its last tick |
+//! | `koordlet_pod_eviction{node,reason}` | evictions carried out, by the strategy's reason |
+
+use std::borrow::Cow;
+use std::sync::atomic::AtomicU64;
+
+use k8s_openapi::api::core::v1::Node;
+use koord_api::names;
+use koord_runtime::UnsuffixedCounter;
+use koordlet_core::strategies::fast_suppress::FastUsage;
+use koordlet_core::strategies::settle::SuppressMode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// A gauge of base units (cores, bytes, seconds).
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// `resource` and `unit` of `koordlet_node_resource_allocatable` (upstream's units: `integer`
+/// for batch-cpu, a count of milli-cores; `byte` for batch-memory).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// The extended resource name, e.g. `kubernetes.io/batch-cpu`.
+    pub resource: String,
+    /// `integer` or `byte`.
+    pub unit: String,
+}
+
+/// `type` of `koordlet_be_suppress_cpu_cores`: the suppress policy in force.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SuppressLabels {
+    /// `cfsQuota` or `cpuset`.
+    pub r#type: String,
+}
+
+/// `reason` of `koordlet_pod_eviction`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// The strategy's reason, e.g. `EvictPodByNodeMemoryUsage`.
+    pub reason: String,
+}
+
+/// Upstream-named series; cheap to clone (shared handles).
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamMetrics {
+    start_time: FloatGauge,
+    node_used_cpu: FloatGauge,
+    node_used_memory: FloatGauge,
+    allocatable: Family<ResourceLabels, FloatGauge>,
+    suppress_cpu: Family<SuppressLabels, FloatGauge>,
+    suppress_ls_used: FloatGauge,
+    suppress_be_used: FloatGauge,
+    evictions: Family<ReasonLabels, UnsuffixedCounter>,
+}
+
+impl UpstreamMetrics {
+    /// Creates the series and registers them in `registry` (the `koordlet` prefixed one) with
+    /// the label `node`.
+    pub fn register(registry: &mut Registry, node: &str) -> Self {
+        let m = UpstreamMetrics::default();
+        let r = registry.sub_registry_with_label((Cow::Borrowed("node"), Cow::Owned(node.to_owned())));
+        r.register(
+            "start_time",
+            "The start time of koordlet, unix seconds",
+            m.start_time.clone(),
+        );
+        r.register(
+            "node_used_cpu_cores",
+            "CPU cores used by the node (last collection round)",
+            m.node_used_cpu.clone(),
+        );
+        r.register(
+            "node_used_memory_bytes",
+            "Memory used by the node without page cache (last collection round)",
+            m.node_used_memory.clone(),
+        );
+        r.register(
+            "node_resource_allocatable",
+            "Batch allocatable of the node (batch-cpu: unit integer, milli-cores; batch-memory: bytes)",
+            m.allocatable.clone(),
+        );
+        r.register(
+            "be_suppress_cpu_cores",
+            "BE CPU budget of the suppress loop in cores, by policy (absent while suppress is off)",
+            m.suppress_cpu.clone(),
+        );
+        r.register(
+            "be_suppress_ls_used_cpu_cores",
+            "CPU cores used by non-BE pods and host applications (last suppress tick)",
+            m.suppress_ls_used.clone(),
+        );
+        r.register(
+            "be_suppress_be_used_cpu_cores",
+            "CPU cores used by BE pods (last suppress tick)",
+            m.suppress_be_used.clone(),
+        );
+        r.register(
+            "pod_eviction",
+            "Pods evicted by koordlet, by reason",
+            m.evictions.clone(),
+        );
+        m
+    }
+
+    /// Records the start time, `unix_seconds`.
+    pub fn record_start(&self, unix_seconds: f64) {
+        self.start_time.set(unix_seconds);
+    }
+
+    /// Records the node usage of a collection round (each only when it was read).
+    pub fn record_node_usage(&self, cpu_cores: Option<f64>, memory_bytes: Option<f64>) {
+        if let Some(cores) = cpu_cores {
+            self.node_used_cpu.set(cores);
+        }
+        if let Some(bytes) = memory_bytes {
+            self.node_used_memory.set(bytes);
+        }
+    }
+
+    /// Records the Node's batch allocatable; a resource the Node does not offer is 0, as
+    /// upstream (the manager removed it, or colocation is off).
+    pub fn record_allocatable(&self, node: &Node) {
+        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let amount = |name: &str| {
+            allocatable
+                .and_then(|a| a.get(name))
+                .and_then(|q| koord_api::quantity::ExactQuantity::from_k8s(q).ok())
+                .and_then(|q| koord_api::quantity::amount_of(name, q).ok())
+                .unwrap_or(0)
+        };
+        for (resource, unit) in [
+            (names::RESOURCE_BATCH_CPU, "integer"),
+            (names::RESOURCE_BATCH_MEMORY, "byte"),
+        ] {
+            self.allocatable
+                .get_or_create(&ResourceLabels {
+                    resource: resource.to_owned(),
+                    unit: unit.to_owned(),
+                })
+                .set(amount(resource) as f64);
+        }
+    }
+
+    /// Records one suppress tick: the budget under `mode` (`None`: no budget, the series goes
+    /// away) and the usage it was computed from.
+    pub fn record_suppress(&self, mode: SuppressMode, budget_milli: Option<i64>, usage: &FastUsage) {
+        let policy = match mode {
+            SuppressMode::Quota => Some("cfsQuota"),
+            SuppressMode::Cpuset => Some("cpuset"),
+            SuppressMode::Off => None,
+        };
+        match (policy, budget_milli) {
+            (Some(policy), Some(milli)) => {
+                let labels = SuppressLabels {
+                    r#type: policy.to_owned(),
+                };
+                // One policy at a time: a policy change drops the other's series.
+                if self.suppress_cpu.get(&labels).is_none() {
+                    self.suppress_cpu.clear();
+                }
+                self.suppress_cpu
+                    .get_or_create(&labels)
+                    .set(milli as f64 / 1000.0);
+            }
+            _ => self.suppress_cpu.clear(),
+        }
+        self.suppress_ls_used.set(usage.non_be_last_milli as f64 / 1000.0);
+        self.suppress_be_used.set(usage.be_milli as f64 / 1000.0);
+    }
+
+    /// Counts a pod evicted (or, after a refused eviction, deleted or killed) for `reason`.
+    pub fn record_eviction(&self, reason: &str) {
+        self.evictions
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The BE budget in cores under `policy` now (`None`: no series).
+    pub fn suppress_cores(&self, policy: &'static str) -> Option<f64> {
+        self.suppress_cpu
+            .get(&SuppressLabels {
+                r#type: policy.to_owned(),
+            })
+            .map(|g| g.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn text(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn series_carry_upstream_names_node_label_and_base_units() {
+        let mut registry = Registry::with_prefix("koordlet");
+        let m = UpstreamMetrics::register(&mut registry, "node-1");
+        m.record_start(1_700_000_000.0);
+        m.record_node_usage(Some(1.5), Some(2.0 * 1024.0 * 1024.0 * 1024.0));
+        let node = Node {
+            status: Some(k8s_openapi::api::core::v1::NodeStatus {
+                allocatable: Some(
+                    [
+                        (names::RESOURCE_BATCH_CPU.to_owned(), Quantity("25000".into())),
+                        (names::RESOURCE_BATCH_MEMORY.to_owned(), Quantity("4Gi".into())),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        m.record_allocatable(&node);
+        let usage = FastUsage {
+            be_milli: 500,
+            non_be_last_milli: 1200,
+            ..Default::default()
+        };
+        m.record_suppress(SuppressMode::Quota, Some(2600), &usage);
+        m.record_eviction("EvictPodByNodeMemoryUsage");
+        let text = text(&registry);
+        for line in [
+            r#"koordlet_start_time{node="node-1"} 1700000000.0"#,
+            r#"koordlet_node_used_cpu_cores{node="node-1"} 1.5"#,
+            r#"koordlet_node_used_memory_bytes{node="node-1"} 2147483648.0"#,
+            r#"koordlet_node_resource_allocatable{node="node-1",resource="kubernetes.io/batch-cpu",unit="integer"} 25000.0"#,
+            r#"koordlet_node_resource_allocatable{node="node-1",resource="kubernetes.io/batch-memory",unit="byte"} 4294967296.0"#,
+            r#"koordlet_be_suppress_cpu_cores{node="node-1",type="cfsQuota"} 2.6"#,
+            r#"koordlet_be_suppress_ls_used_cpu_cores{node="node-1"} 1.2"#,
+            r#"koordlet_be_suppress_be_used_cpu_cores{node="node-1"} 0.5"#,
+            r#"koordlet_pod_eviction{node="node-1",reason="EvictPodByNodeMemoryUsage"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn suppress_series_follows_the_policy_and_goes_away_when_off() {
+        let mut registry = Registry::default();
+        let m = UpstreamMetrics::register(&mut registry, "n");
+        let usage = FastUsage::default();
+        m.record_suppress(SuppressMode::Quota, Some(1000), &usage);
+        assert_eq!(m.suppress_cores("cfsQuota"), Some(1.0));
+        m.record_suppress(SuppressMode::Cpuset, Some(3000), &usage);
+        assert_eq!(m.suppress_cores("cfsQuota"), None);
+        assert_eq!(m.suppress_cores("cpuset"), Some(3.0));
+        m.record_suppress(SuppressMode::Off, None, &usage);
+        assert_eq!(m.suppress_cores("cpuset"), None);
+        assert!(!text(&registry).contains("be_suppress_cpu_cores{"));
+    }
+
+    #[test]
+    fn a_node_without_batch_resources_reports_zero() {
+        let mut registry = Registry::default();
+        let m = UpstreamMetrics::register(&mut registry, "n");
+        m.record_allocatable(&Node::default());
+        assert!(
+            text(&registry).contains(
+                r#"node_resource_allocatable{node="n",resource="kubernetes.io/batch-cpu",unit="integer"} 0.0"#
+            ),
+            "{}",
+            text(&registry)
+        );
+    }
+}
