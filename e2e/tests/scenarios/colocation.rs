@@ -252,9 +252,8 @@ async fn cpu_suppress_lowers_the_be_quota_when_an_ls_pod_burns_cpu() {
         return;
     }
     let env = Env::start(Wanted::default()).await;
-    let node = env.node_names().await.into_iter().next().expect("a Ready node");
-    let root = match env.cgroup_root(&node) {
-        Ok(root) => root,
+    let (node, root) = match env.first_node_cgroups().await {
+        Ok(found) => found,
         Err(reason) => {
             println!("skipped: {reason}");
             return;

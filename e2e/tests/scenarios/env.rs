@@ -187,6 +187,18 @@ impl Env {
         }
     }
 
+    /// The first Ready node and its cgroup root, or why there is none to look at.
+    pub async fn first_node_cgroups(&self) -> Result<(String, PathBuf), String> {
+        let node = self
+            .node_names()
+            .await
+            .into_iter()
+            .next()
+            .ok_or("no Ready node")?;
+        let root = self.cgroup_root(&node)?;
+        Ok((node, root))
+    }
+
     /// The cgroup v1 mount root (holding `cpu/`, `memory/`, ...) of `node`, when this process
     /// can read it: the simulated node's root, or the host's on a real cluster whose kubelet
     /// put a `kubepods` tree there (this test runs on the node).

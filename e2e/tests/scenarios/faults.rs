@@ -69,9 +69,8 @@ async fn koordlet_enforces_through_control_plane_outages_and_reports_after() {
         println!("skipped: {reason}");
         return;
     }
-    let node = env.node_names().await.into_iter().next().expect("a Ready node");
-    let root = match env.cgroup_root(&node) {
-        Ok(root) => root,
+    let (node, root) = match env.first_node_cgroups().await {
+        Ok(found) => found,
         Err(reason) => {
             println!("skipped: {reason}");
             return;

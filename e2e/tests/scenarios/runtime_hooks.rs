@@ -170,9 +170,16 @@ async fn on_the_node(env: &Env) -> Result<(String, PathBuf), String> {
                 .into(),
         );
     }
-    let node = env.node_names().await.into_iter().next().ok_or("no Ready node")?;
-    let root = env.cgroup_root(&node)?;
-    Ok((node, root))
+    env.first_node_cgroups().await
+}
+
+/// [`on_the_node`], with koordlet registered over NRI there.
+async fn on_an_nri_node(env: &Env) -> Result<(String, PathBuf), String> {
+    let found = on_the_node(env).await?;
+    match nri_unavailable() {
+        Some(reason) => Err(reason),
+        None => Ok(found),
+    }
 }
 
 /// A BE pod started by [`start_be_pod`]: what was observed, and the guard that removes its
@@ -242,17 +249,13 @@ async fn koordlet_rolled_out(daemonsets: &Api<DaemonSet>, nri: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn be_container_starts_with_its_batch_limits_through_nri() {
     let env = Env::start(Wanted::default()).await;
-    let (node, root) = match on_the_node(&env).await {
+    let (node, root) = match on_an_nri_node(&env).await {
         Ok(found) => found,
         Err(reason) => {
             println!("skipped: {reason}");
             return;
         }
     };
-    if let Some(reason) = nri_unavailable() {
-        println!("skipped: {reason}");
-        return;
-    }
     let StartedBePod {
         observation, window, ..
     } = start_be_pod(&env, &node, root, "batch-nri").await;
@@ -379,17 +382,13 @@ async fn registered_again(what: &str, before: Option<NriCounts>) -> (NriCounts, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nri_adjustments_survive_containerd_and_koordlet_restarts() {
     let env = Env::start(Wanted::default()).await;
-    let (node, root) = match on_the_node(&env).await {
+    let (node, root) = match on_an_nri_node(&env).await {
         Ok(found) => found,
         Err(reason) => {
             println!("skipped: {reason}");
             return;
         }
     };
-    if let Some(reason) = nri_unavailable() {
-        println!("skipped: {reason}");
-        return;
-    }
     let before = start_be_pod(&env, &node, root.clone(), "batch-restarts").await;
     assert!(
         before.observation.limits_at_start,
@@ -489,17 +488,13 @@ fn cpu_list(text: &str) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lsr_container_starts_on_its_bound_cpu_through_nri() {
     let env = Env::start(Wanted::default()).await;
-    let (node, root) = match on_the_node(&env).await {
+    let (node, root) = match on_an_nri_node(&env).await {
         Ok(found) => found,
         Err(reason) => {
             println!("skipped: {reason}");
             return;
         }
     };
-    if let Some(reason) = nri_unavailable() {
-        println!("skipped: {reason}");
-        return;
-    }
     let Some(online) = read(&root.join("cpuset/cpuset.cpus")) else {
         println!("skipped: no cgroup v1 cpuset hierarchy under {}", root.display());
         return;
