@@ -130,35 +130,71 @@ pub async fn create_until_mutated_to_be(
 /// or another scenario's load (the manager averages usage over its aggregation window).
 pub const BATCH_OFFER: Duration = Duration::from_secs(300);
 
-/// Waits until some node's allocatable `kubernetes.io/batch-cpu` is at least `milli`; panics
-/// after [`BATCH_OFFER`] naming the largest offer seen.
+/// A quantity's value in its base unit (milli-cores for batch-cpu). A real API server stores
+/// quantities in canonical form (`2000` as `2k`).
+fn quantity_value(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i64> {
+    koord_api::ExactQuantity::from_k8s(q).ok().map(|v| v.value())
+}
+
+/// What is left of `node`'s batch-cpu for one more pod: its allocatable minus the batch-cpu
+/// requests of the pods still bound to it (the kubelet's admission rule; pods of other
+/// scenarios may still be terminating).
+async fn free_batch_cpu(client: &kube::Client, node: &k8s_openapi::api::core::v1::Node) -> Option<i64> {
+    let allocatable = quantity_value(
+        node.status
+            .as_ref()?
+            .allocatable
+            .as_ref()?
+            .get("kubernetes.io/batch-cpu")?,
+    )?;
+    let name = node.metadata.name.as_deref()?;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client.clone());
+    let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={name}"));
+    let requested: i64 = pods
+        .list(&params)
+        .await
+        .ok()?
+        .items
+        .iter()
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .flat_map(|p| p.spec.iter().flat_map(|s| s.containers.iter()))
+        .filter_map(|c| {
+            c.resources
+                .as_ref()?
+                .requests
+                .as_ref()?
+                .get("kubernetes.io/batch-cpu")
+        })
+        .filter_map(quantity_value)
+        .sum();
+    Some(allocatable - requested)
+}
+
+/// Waits until some node has at least `milli` batch-cpu free (allocatable minus what its pods
+/// request); panics after [`BATCH_OFFER`] naming the most seen free.
 pub async fn wait_for_batch_cpu(client: &kube::Client, milli: i64) {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
     let largest = std::sync::Mutex::new(None::<i64>);
     let found = koord_test_support::Poll::new("batch-cpu offer", BATCH_OFFER)
         .until(async || {
             let list = nodes.list(&Default::default()).await.ok()?;
-            let offer = list
-                .items
-                .iter()
-                .filter_map(|n| {
-                    n.status
-                        .as_ref()?
-                        .allocatable
-                        .as_ref()?
-                        .get("kubernetes.io/batch-cpu")
-                })
-                // A real API server stores quantities in canonical form (`2000` as `2k`).
-                .filter_map(|q| koord_api::ExactQuantity::from_k8s(q).ok().map(|v| v.value()))
-                .max();
-            *largest.lock().unwrap() = offer;
-            offer.filter(|v| *v >= milli).map(|_| ())
+            let mut free = None;
+            for node in &list.items {
+                free = free.max(free_batch_cpu(client, node).await);
+            }
+            *largest.lock().unwrap() = free;
+            free.filter(|v| *v >= milli).map(|_| ())
         })
         .await;
     assert!(
         found.is_ok(),
-        "timed out after {BATCH_OFFER:?} waiting for a node with {milli} batch-cpu allocatable \
-         (largest offer seen: {:?})",
+        "timed out after {BATCH_OFFER:?} waiting for a node with {milli} batch-cpu free \
+         (most seen: {:?})",
         largest.lock().unwrap()
     );
 }

@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 
-use crate::common::wait_for;
+use crate::common::{self, wait_for};
 use crate::env::{Cleanup, Env, Load, POD_START, Wanted};
 
 /// Node memory usage is always above 1 %: every BE pod on the node is a candidate.
@@ -52,6 +52,9 @@ async fn be_pod(env: &Env, cleanup: &Cleanup, name: &str, node: &str) -> Pod {
     let spec = pod.spec.as_mut().unwrap();
     spec.node_name = Some(node.to_string());
     spec.priority_class_name = Some("koord-batch".into());
+    // Bound to the node directly: the kubelet refuses it (OutOfbatch-cpu) unless the node
+    // offers the batch-cpu now, which on a small real node follows its recent usage.
+    common::wait_for_batch_cpu(&env.client, 100).await;
     Api::<Pod>::namespaced(env.client.clone(), ns)
         .create(&PostParams::default(), &pod)
         .await
