@@ -6,7 +6,6 @@
 //! (`scripts/real-cluster.sh restart`). The embedded cluster's faults (API server cut off,
 //! watch 410s, restarts) are koordlet's `faults_cluster` tests.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -54,10 +53,6 @@ async fn reported_after(env: &Env, node: &str, after: jiff::Timestamp, what: &st
     started.elapsed()
 }
 
-fn quota(file: &Path) -> Option<String> {
-    read(file)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn koordlet_enforces_through_control_plane_outages_and_reports_after() {
     let env = Env::start(Wanted::default()).await;
@@ -99,7 +94,7 @@ async fn koordlet_enforces_through_control_plane_outages_and_reports_after() {
         .expect("the BE pod's cpu cgroup")
         .join(&hash)
         .join("cpu.cfs_quota_us");
-    let limited = || quota(&quota_file).as_deref() == Some("100000");
+    let limited = || read(&quota_file).as_deref() == Some("100000");
     common::wait_for(
         "koordlet's BE quota in the container cgroup",
         POD_START,
@@ -157,7 +152,7 @@ async fn koordlet_enforces_through_control_plane_outages_and_reports_after() {
     assert!(
         limited(),
         "the BE container lost its quota: {:?}",
-        quota(&quota_file)
+        read(&quota_file)
     );
     assert_eq!(
         koordlet_pod(&env, &node).await,

@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::colocation::{colocation, read};
+use crate::colocation::{colocation, container_hash, read};
 use crate::common;
 use crate::env::{Cleanup, Env, Load, POD_START, Wanted, find_dir, restart_command, restart_component};
 
@@ -331,9 +331,7 @@ async fn unshaped_window_without_nri() {
 /// The container ID (without the runtime prefix) and restart count of a pod's only container.
 fn container_of(pod: &Pod) -> (String, i32) {
     let status = &pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
-    let id = status.container_id.clone().unwrap_or_default();
-    let id = id.split_once("://").map_or(id.clone(), |(_, h)| h.to_string());
-    (id, status.restart_count)
+    (container_hash(pod), status.restart_count)
 }
 
 /// Whether the container's cgroup still has koordlet's BE limits.
