@@ -4,9 +4,11 @@
 //! --resctrl-root`. Every test's tree is a `TempDir`, removed on drop even when it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::NodeSLOSpec;
@@ -92,26 +94,9 @@ impl FakeHost {
 
 /// Log lines written while `f` runs.
 fn logs<T>(f: impl FnOnce() -> T) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let out = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8_lossy(&capture.0.lock().unwrap()).into_owned();
-    (out, text)
+    let capture = common::LogCapture::default();
+    let out = capture.run(f);
+    (out, capture.text())
 }
 
 fn slo(json: serde_json::Value) -> NodeSLOSpec {

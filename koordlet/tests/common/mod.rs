@@ -161,21 +161,63 @@ pub fn cid() -> ContainerId {
 }
 
 /// Captured log output.
+///
+/// One process-wide subscriber writes every event into the capture of the thread that emitted
+/// it (or nowhere). A scoped subscriber per test (`with_default`) would race with tests on other
+/// threads that hit the same callsite first: tracing caches a callsite's interest, and a
+/// registration that overlaps the scoped subscriber's creation can leave it disabled, so the
+/// capture stays empty.
 #[derive(Clone, Default)]
 pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<LogCapture>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes into the current thread's capture, if any.
+struct ThreadCapture;
+
+impl Write for ThreadCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CURRENT.with(|c| {
+            if let Some(capture) = c.borrow().as_ref() {
+                capture.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn install_global_subscriber() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadCapture)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in tests");
+    });
+}
 
 impl LogCapture {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 
-    /// Runs `f` with a subscriber writing into this capture.
+    /// Runs `f` with this thread's log lines written into this capture.
     pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(self.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, f)
+        install_global_subscriber();
+        struct Restore(Option<LogCapture>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| *c.borrow_mut() = self.0.take());
+            }
+        }
+        let _restore = Restore(CURRENT.with(|c| c.borrow_mut().replace(self.clone())));
+        f()
     }
 }
 
