@@ -9,6 +9,7 @@
 
 pub mod canonical_quantity;
 pub mod config;
+pub mod cpu_normalization;
 #[cfg(feature = "crd")]
 pub mod crds;
 pub mod duration;
@@ -24,6 +25,7 @@ pub mod reference;
 pub mod resources;
 pub mod schema;
 pub mod selector;
+pub mod topology;
 
 pub use canonical_quantity::canonical_quantity;
 pub use config::{SloConfig, resolve_node};

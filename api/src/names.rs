@@ -57,6 +57,8 @@ pub const ANNOTATION_THIRD_PARTY_ALLOCATIONS: &str = "node.koordinator.sh/thirdP
 pub const ANNOTATION_NETWORK_BANDWIDTH: &str = "node.koordinator.sh/network-bandwidth";
 /// Node annotation: CPU normalization ratio (string, 2 decimals).
 pub const ANNOTATION_CPU_NORMALIZATION_RATIO: &str = "node.koordinator.sh/cpu-normalization-ratio";
+/// NodeResourceTopology annotation: the node's CPU model, hyper-threading and turbo (JSON).
+pub const ANNOTATION_CPU_BASIC_INFO: &str = "node.koordinator.sh/cpu-basic-info";
 /// Node label: CPU normalization switch.
 pub const LABEL_CPU_NORMALIZATION_ENABLED: &str = "node.koordinator.sh/cpu-normalization-enabled";
 /// Node annotation: resource amplification ratios.
