@@ -20,9 +20,15 @@ pub const PLURAL: &str = "noderesourcetopologies";
 pub const KIND: &str = "NodeResourceTopology";
 
 /// A node's resource topology.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeResourceTopology {
+    /// `topology.node.k8s.io/v1alpha1`.
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    /// `NodeResourceTopology`.
+    #[serde(default = "kind")]
+    pub kind: String,
     /// Standard object metadata; the name is the node's.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -32,6 +38,26 @@ pub struct NodeResourceTopology {
     /// Zones (NUMA nodes, sockets, ...), kept as the API server returns them.
     #[serde(default)]
     pub zones: Vec<serde_json::Value>,
+}
+
+fn api_version() -> String {
+    format!("{GROUP}/{VERSION}")
+}
+
+fn kind() -> String {
+    KIND.to_owned()
+}
+
+impl Default for NodeResourceTopology {
+    fn default() -> Self {
+        NodeResourceTopology {
+            api_version: api_version(),
+            kind: kind(),
+            metadata: ObjectMeta::default(),
+            topology_policies: Vec::new(),
+            zones: Vec::new(),
+        }
+    }
 }
 
 #[cfg(feature = "crd")]
@@ -69,7 +95,7 @@ impl NodeResourceTopology {
                 ..ObjectMeta::default()
             },
             topology_policies: vec!["None".to_owned()],
-            zones: Vec::new(),
+            ..NodeResourceTopology::default()
         }
     }
 

@@ -1,14 +1,17 @@
 //! `koord-manager calc`: batch resources for a set of objects, offline.
 //!
-//! Input: multi-document YAML (or a `kind: List`) with Nodes, Pods, NodeMetrics and optionally
-//! the `slo-controller-config` ConfigMap (built-in defaults when absent). Output: JSON, one
+//! Input: multi-document YAML (or a `kind: List`) with Nodes, Pods, NodeMetrics, optionally
+//! NodeResourceTopologies (their `cpu-basic-info` decides CPU normalization) and the
+//! `slo-controller-config` ConfigMap (built-in defaults when absent). Output: JSON, one
 //! entry per Node, computed by the same [`crate::plan::plan_node_batch`] the controller runs.
 
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use koord_api::{NodeMetric, config::ConfigKey, names};
+use koord_api::{
+    NodeMetric, config::ConfigKey, cpu_normalization::RatioDecision, names, topology::NodeResourceTopology,
+};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -73,6 +76,14 @@ pub struct CalcNode {
     /// The formula's terms, when computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explain>,
+    /// `node.koordinator.sh/cpu-normalization-ratio` as the manager would write it (batch-cpu
+    /// above is already multiplied by it); absent when colocation is off or no ratio can be
+    /// decided.
+    #[serde(rename = "cpuNormalizationRatio", skip_serializing_if = "Option::is_none")]
+    pub cpu_normalization_ratio: Option<String>,
+    /// Why normalization is on but no ratio could be decided.
+    #[serde(rename = "cpuNormalizationProblem", skip_serializing_if = "Option::is_none")]
+    pub cpu_normalization_problem: Option<String>,
 }
 
 /// The whole output.
@@ -92,6 +103,7 @@ struct Inputs {
     nodes: Vec<Located<Node>>,
     pods: Vec<Located<Pod>>,
     metrics: Vec<Located<NodeMetric>>,
+    topologies: Vec<Located<NodeResourceTopology>>,
     config: Option<Located<ConfigMap>>,
 }
 
@@ -116,7 +128,11 @@ fn typed<T: DeserializeOwned>(document: &str, value: Value) -> Result<T, CalcErr
 
 fn collect(inputs: &mut Inputs, document: String, value: Value, config_name: &str) -> Result<(), CalcError> {
     match value.get("kind").and_then(Value::as_str) {
-        Some("List") | Some("NodeList") | Some("PodList") | Some("NodeMetricList") => {
+        Some("List")
+        | Some("NodeList")
+        | Some("PodList")
+        | Some("NodeMetricList")
+        | Some("NodeResourceTopologyList") => {
             let items = value
                 .get("items")
                 .and_then(Value::as_array)
@@ -152,6 +168,10 @@ fn collect(inputs: &mut Inputs, document: String, value: Value, config_name: &st
                 document,
             });
         }
+        Some("NodeResourceTopology") => inputs.topologies.push(Located {
+            object: typed(&document, value)?,
+            document,
+        }),
         Some("ConfigMap") if value.pointer("/metadata/name").and_then(Value::as_str) == Some(config_name) => {
             inputs.config = Some(Located {
                 object: typed(&document, value)?,
@@ -167,7 +187,7 @@ fn collect(inputs: &mut Inputs, document: String, value: Value, config_name: &st
                 kind: String::new(),
                 name: String::new(),
                 field: "kind".to_owned(),
-                reason: "missing: every document needs a kind (Node, Pod, NodeMetric, ConfigMap or List)"
+                reason: "missing: every document needs a kind (Node, Pod, NodeMetric, NodeResourceTopology, ConfigMap or List)"
                     .to_owned(),
             });
         }
@@ -232,8 +252,21 @@ pub fn calc(input: &str, now: Timestamp) -> Result<CalcOutput, CalcError> {
         let name = node.object.metadata.name.clone().unwrap_or_default();
         let effective = desired::effective(&state, &node.object);
         let pods = pods_by_node.get(&name).map(Vec::as_slice).unwrap_or(&[]);
-        let plan = plan_node_batch(&state, &effective, &node.object, pods, reports.get(&name), now)
-            .map_err(|e| field_error(node, "Node", e))?;
+        let basic_info = inputs
+            .topologies
+            .iter()
+            .find(|t| t.object.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|t| t.object.annotation(names::ANNOTATION_CPU_BASIC_INFO));
+        let plan = plan_node_batch(
+            &state,
+            &effective,
+            &node.object,
+            pods,
+            reports.get(&name),
+            basic_info,
+            now,
+        )
+        .map_err(|e| field_error(node, "Node", e))?;
         nodes.push(calc_node(name, plan));
     }
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -247,10 +280,24 @@ fn calc_node(name: String, plan: NodeBatchPlan) -> CalcNode {
         reason: None,
         resources: BTreeMap::new(),
         explain: None,
+        cpu_normalization_ratio: None,
+        cpu_normalization_problem: None,
     };
-    let NodeBatchPlan::Decided { outcome, status, .. } = plan else {
+    let NodeBatchPlan::Decided {
+        outcome,
+        status,
+        normalization,
+        ..
+    } = plan
+    else {
         return out;
     };
+    if let Some(n) = normalization {
+        out.cpu_normalization_ratio = Some(n.applied.to_string());
+        if let RatioDecision::Unknown(problem) = &n.decision {
+            out.cpu_normalization_problem = Some(problem.to_string());
+        }
+    }
     match *outcome {
         BatchOutcome::Disabled => out.reason = Some("colocation is disabled for this node".to_owned()),
         BatchOutcome::Degraded(reason) => {

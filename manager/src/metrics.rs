@@ -97,6 +97,10 @@ pub struct Metrics {
     pub batch_writes: Counter,
     /// Pods held in the noderesource pod index (shows when the initial list is in).
     pub pods_indexed: Gauge,
+    /// CPU normalization ratio batch-cpu is multiplied by, per node.
+    pub cpu_normalization_ratio: Family<NodeLabels, FloatGauge>,
+    /// 1 while normalization is on for a node but no ratio can be decided, else 0.
+    pub cpu_normalization_undecided: Family<NodeLabels, Gauge>,
 }
 
 /// Our controller names and upstream's metric infixes, in the order of
@@ -129,6 +133,8 @@ impl Metrics {
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
             pods_indexed: Gauge::default(),
+            cpu_normalization_ratio: Family::default(),
+            cpu_normalization_undecided: Family::default(),
         };
         registry.register(
             "leader_election_master_status",
@@ -194,6 +200,16 @@ impl Metrics {
             "pods_indexed",
             "Pods held in the noderesource pod index",
             metrics.pods_indexed.clone(),
+        );
+        registry.register(
+            "cpu_normalization_ratio",
+            "CPU normalization ratio batch-cpu is multiplied by on the node (1 when off)",
+            metrics.cpu_normalization_ratio.clone(),
+        );
+        registry.register(
+            "cpu_normalization_undecided",
+            "1 while CPU normalization is on for the node but no ratio can be decided (see the log), else 0",
+            metrics.cpu_normalization_undecided.clone(),
         );
         metrics
     }

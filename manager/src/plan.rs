@@ -3,6 +3,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use koord_api::config::{ConfigKey, EffectiveNodeConfig};
+use koord_api::cpu_normalization::{self, NormalizationRatio, RatioDecision};
 
 use crate::{
     batch::{self, BatchOutcome, BatchStatus, BatchStrategy, PodFacts, UsageReport},
@@ -23,16 +24,65 @@ pub enum NodeBatchPlan {
         outcome: Box<BatchOutcome>,
         /// What the Node should carry.
         status: BatchStatus,
+        /// CPU normalization; `None` when colocation is off for the node (the ratio annotation
+        /// is then left as it is, as upstream).
+        normalization: Option<NormalizationPlan>,
     },
 }
 
-/// Decides batch resources for `node` from its pods (already converted) and its NodeMetric.
+/// A node's CPU normalization ratio: what its annotation should say and what batch-cpu is
+/// multiplied by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NormalizationPlan {
+    /// Off (`1.00`), a ratio, or why none could be decided.
+    pub decision: RatioDecision,
+    /// The `node.koordinator.sh/cpu-normalization-ratio` the Node carries now, if readable.
+    pub current: Option<NormalizationRatio>,
+    /// What batch-cpu is multiplied by: the decided ratio; when none could be decided, the one
+    /// the Node carries (koordlet divides BE quotas by that same annotation, so the two stay
+    /// consistent); else 1.
+    pub applied: NormalizationRatio,
+}
+
+impl NormalizationPlan {
+    /// Decides from the node-merged strategy, the node's labels and annotations, and the
+    /// `cpu-basic-info` koordlet reported (its NodeResourceTopology annotation).
+    pub fn decide(effective: &EffectiveNodeConfig, node: &Node, basic_info: Option<&str>) -> Self {
+        let decision = cpu_normalization::decide(
+            &effective.cpu_normalization,
+            node.metadata.labels.as_ref(),
+            basic_info,
+        );
+        let current = NormalizationRatio::of_node_annotations(node.metadata.annotations.as_ref())
+            .ok()
+            .flatten();
+        let applied = decision
+            .annotation()
+            .or(current)
+            .unwrap_or(NormalizationRatio::ONE);
+        NormalizationPlan {
+            decision,
+            current,
+            applied,
+        }
+    }
+
+    /// The annotation value to write, when it differs from what the Node carries.
+    pub fn annotation_update(&self) -> Option<NormalizationRatio> {
+        let target = self.decision.annotation()?;
+        (self.current != Some(target)).then_some(target)
+    }
+}
+
+/// Decides batch resources for `node` from its pods (already converted), its NodeMetric and the
+/// `cpu-basic-info` of its NodeResourceTopology (`None` when there is none).
 pub fn plan_node_batch(
     state: &ConfigState,
     effective: &EffectiveNodeConfig,
     node: &Node,
     pods: &[PodFacts],
     report: Option<&UsageReport>,
+    basic_info: Option<&str>,
     now: Timestamp,
 ) -> Result<NodeBatchPlan, FieldError> {
     if !state.is_known(ConfigKey::Colocation) {
@@ -41,10 +91,16 @@ pub fn plan_node_batch(
     let strategy = snapshot::batch_strategy(&effective.colocation);
     let facts = snapshot::node_facts(node)?;
     let outcome = batch::calculate(&facts, pods, report, &strategy, now);
-    let status = batch::publish(&outcome, facts.third_party_batch);
+    let normalization =
+        (outcome != BatchOutcome::Disabled).then(|| NormalizationPlan::decide(effective, node, basic_info));
+    let ratio = normalization
+        .as_ref()
+        .map_or(NormalizationRatio::ONE, |n| n.applied);
+    let status = batch::publish(&outcome, facts.third_party_batch, ratio);
     Ok(NodeBatchPlan::Decided {
         strategy,
         outcome: Box::new(outcome),
         status,
+        normalization,
     })
 }

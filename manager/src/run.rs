@@ -7,7 +7,7 @@ use std::{
 
 use futures::{FutureExt, Stream, StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use koord_api::{NodeMetric, NodeSLO};
+use koord_api::{NodeMetric, NodeSLO, topology::NodeResourceTopology};
 use kube::{
     Api, Client, ResourceExt,
     runtime::{
@@ -24,8 +24,8 @@ use crate::{
     cli::{ControllerName, RunArgs},
     config_state::ConfigState,
     controllers::{
-        Context, UsageIndex, cleanup, config_watch::ConfigWatch, error_policy, nodemetric, noderesource,
-        nodeslo,
+        Context, TopologyIndex, UsageIndex, cleanup, config_watch::ConfigWatch, error_policy, nodemetric,
+        noderesource, nodeslo,
     },
     leader::{self, Leadership},
     metrics::Metrics,
@@ -191,6 +191,7 @@ pub async fn run(
 
     let pods = PodIndex::default();
     let usage = UsageIndex::default();
+    let topology = TopologyIndex::default();
     let ctx = Arc::new(Context {
         client: client.clone(),
         config,
@@ -199,6 +200,8 @@ pub async fn run(
         recorder,
         pods: pods.clone(),
         usage: usage.clone(),
+        topology: topology.clone(),
+        normalization_problems: Mutex::new(Default::default()),
         last_batch_write: Mutex::new(Default::default()),
         resync: args.resync,
     });
@@ -269,9 +272,18 @@ pub async fn run(
                 .follow(metric_events)
                 .for_each(|_| futures::future::ready(())),
         ));
+        // The CPU facts koordlet reports in NodeResourceTopologies (CPU normalization): a change
+        // reconciles its node, after the index has it.
+        let nrt_events = watcher(Api::<NodeResourceTopology>::all(client.clone()), wc.clone())
+            .default_backoff()
+            .modify(|nrt| nrt.zones.clear());
+        let nrt_changes = topology
+            .follow(nrt_events)
+            .map(|node| ObjectRef::<Node>::new(&node));
         // A second, trigger-only watch: a report reconciles its node. If it overtakes the index
         // above, the next resync picks the report up.
         let controller = node_controller()
+            .reconcile_on(nrt_changes)
             .watches(
                 Api::<NodeMetric>::all(client.clone()),
                 wc.clone(),

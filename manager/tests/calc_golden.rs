@@ -88,3 +88,8 @@ fn yaml_syntax_error_names_the_document() {
 fn document_without_kind_is_rejected() {
     assert!(error_of("metadata: {name: x}\n").contains("kind: missing"));
 }
+
+#[test]
+fn cpu_normalization_scales_batch_cpu_by_the_reported_cpu() {
+    golden("cpu_normalization");
+}

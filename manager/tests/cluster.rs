@@ -557,3 +557,110 @@ async fn metrics_serve_build_process_leader_and_upstream_series() {
     // As upstream, whose controllers run on the leader only: a follower counts no reconcile.
     assert_eq!(koord_test_support::sample(&body, reconciled), None, "{body}");
 }
+
+async fn node_annotation(client: &Client, name: &str, key: &str) -> Option<String> {
+    let node = Api::<Node>::all(client.clone()).get(name).await.unwrap();
+    node.metadata.annotations?.get(key).cloned()
+}
+
+/// koordlet's report of the node's CPU facts, as upstream koordlet writes it.
+async fn report_cpu(client: &Client, node: &str, model: &str, hyper_thread: bool, turbo: bool) {
+    use koord_api::topology::NodeResourceTopology;
+    let info = koord_api::cpu_normalization::CpuBasicInfo {
+        cpu_model: model.into(),
+        hyper_thread_enabled: hyper_thread,
+        turbo_enabled: turbo,
+        cat_l3_cbm_mask: None,
+        vendor_id: "GenuineIntel".into(),
+    };
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let annotations: BTreeMap<String, String> = [(
+        koord_api::names::ANNOTATION_CPU_BASIC_INFO.to_owned(),
+        info.to_annotation(),
+    )]
+    .into();
+    if api.get_opt(node).await.unwrap().is_none() {
+        api.create(
+            &PostParams::default(),
+            &NodeResourceTopology::for_node(node, annotations),
+        )
+        .await
+        .unwrap();
+    } else {
+        let patch = json!({"metadata": {"annotations": annotations}});
+        api.patch(node, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn cpu_normalization_ratio_from_the_reported_cpu_scales_batch_cpu() {
+    const RATIO: &str = "node.koordinator.sh/cpu-normalization-ratio";
+    let (_cluster, client) = cluster().await;
+    let normalization =
+        r#"{"enable": true, "ratioModel": {"Fast CPU": {"baseRatio": 1.25, "turboEnabledRatio": 1.5}}}"#;
+    config_map(
+        &client,
+        &[
+            ("colocation-config", r#"{"enable": true}"#),
+            ("cpu-normalization-config", normalization),
+        ],
+    )
+    .await;
+    add_node(&client, "n1").await;
+    let (_stop, _task) = start(&client, args(false, 30, "m1"));
+    eventually("NodeMetric", PATIENCE, || async {
+        Api::<NodeMetric>::all(client.clone())
+            .get_opt("n1")
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    report_usage(&client, "n1", "7").await;
+
+    // No CPU facts yet: on, but undecided; no annotation, batch-cpu unscaled (100 − 40 − 7).
+    eventually("unscaled batch-cpu", PATIENCE, || async {
+        batch_cpu(&client, "n1").await == Some(canonical("53000"))
+    })
+    .await;
+    assert_eq!(node_annotation(&client, "n1", RATIO).await, None);
+
+    // koordlet reports the model without turbo: 1.25, batch-cpu 53000 × 1.25.
+    report_cpu(&client, "n1", "Fast CPU", false, false).await;
+    eventually("ratio 1.25 and scaled batch-cpu", PATIENCE, || async {
+        node_annotation(&client, "n1", RATIO).await.as_deref() == Some("1.25")
+            && batch_cpu(&client, "n1").await == Some(canonical("66250"))
+    })
+    .await;
+
+    // Turbo turned on: 1.50 at once (a 20 % move of batch-cpu is above the diff threshold anyway).
+    report_cpu(&client, "n1", "Fast CPU", false, true).await;
+    eventually("ratio 1.50", PATIENCE, || async {
+        node_annotation(&client, "n1", RATIO).await.as_deref() == Some("1.50")
+            && batch_cpu(&client, "n1").await == Some(canonical("79500"))
+    })
+    .await;
+
+    // Hyper-threading has no ratio for this model: undecided, the node keeps 1.50.
+    report_cpu(&client, "n1", "Fast CPU", true, true).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        node_annotation(&client, "n1", RATIO).await.as_deref(),
+        Some("1.50")
+    );
+    assert_eq!(batch_cpu(&client, "n1").await, Some(canonical("79500")));
+
+    // The node label switches it off: 1.00, batch-cpu back to 53000.
+    let label = json!({"metadata": {"labels": {"node.koordinator.sh/cpu-normalization-enabled": "false"}}});
+    Api::<Node>::all(client.clone())
+        .patch("n1", &PatchParams::default(), &Patch::Merge(label))
+        .await
+        .unwrap();
+    eventually("ratio 1.00 from the label", PATIENCE, || async {
+        node_annotation(&client, "n1", RATIO).await.as_deref() == Some("1.00")
+            && batch_cpu(&client, "n1").await == Some(canonical("53000"))
+    })
+    .await;
+}

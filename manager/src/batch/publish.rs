@@ -1,8 +1,10 @@
-//! From a calculation outcome to what the Node carries: batch capacity = allocatable, minus
-//! third-party allocations, plus the `originExtendedAllocatable` annotation.
+//! From a calculation outcome to what the Node carries: batch-cpu scaled by the node's CPU
+//! normalization ratio, capacity = allocatable, minus third-party allocations, plus the
+//! `originExtendedAllocatable` annotation.
 
 use std::collections::BTreeMap;
 
+use koord_api::cpu_normalization::NormalizationRatio;
 use koord_api::names::{RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY};
 
 use super::{Amounts, BatchOutcome};
@@ -15,20 +17,26 @@ pub struct BatchStatus {
     /// Batch allocatable before third-party allocations (0 when removed), for the
     /// `node.koordinator.sh/originExtendedAllocatable` annotation.
     pub origin: Amounts,
+    /// The CPU normalization ratio batch-cpu was multiplied by (1 when it does not scale).
+    pub cpu_normalization: NormalizationRatio,
 }
 
-/// Subtracts the batch share of third-party allocations (e.g. YARN) from the outcome.
-pub fn publish(outcome: &BatchOutcome, third_party_batch: Amounts) -> BatchStatus {
+/// Multiplies batch-cpu by the node's CPU normalization ratio (truncating, as upstream), then
+/// subtracts the batch share of third-party allocations (e.g. YARN).
+pub fn publish(outcome: &BatchOutcome, third_party_batch: Amounts, ratio: NormalizationRatio) -> BatchStatus {
     match outcome.amounts() {
         None => BatchStatus {
             published: None,
             origin: Amounts::ZERO,
+            cpu_normalization: ratio,
         },
         Some(amounts) => {
-            let origin = amounts.floor_zero();
+            let amounts = amounts.floor_zero();
+            let origin = Amounts::new(ratio.amplify_milli(amounts.cpu), amounts.memory);
             BatchStatus {
                 published: Some(origin.minus(third_party_batch).floor_zero()),
                 origin,
+                cpu_normalization: ratio,
             }
         }
     }

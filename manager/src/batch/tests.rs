@@ -4,6 +4,7 @@ use jiff::Timestamp;
 use pretty_assertions::assert_eq;
 
 use super::*;
+use koord_api::cpu_normalization::NormalizationRatio;
 
 const GB: i64 = 1_000_000_000;
 const GI: i64 = 1 << 30;
@@ -405,10 +406,10 @@ fn third_party_batch_allocations_are_subtracted_and_floored() {
         amounts: Amounts::new(50_000, 120 * GI),
         explain: Box::new(apply_policies(&Terms::default(), &strategy()).1),
     };
-    let status = publish(&outcome, Amounts::new(10_000, 10 * GI));
+    let status = publish(&outcome, Amounts::new(10_000, 10 * GI), NormalizationRatio::ONE);
     assert_eq!(status.published, Some(Amounts::new(40_000, 110 * GI)));
     assert_eq!(status.origin, Amounts::new(50_000, 120 * GI));
-    let status = publish(&outcome, Amounts::new(60_000, 120 * GI));
+    let status = publish(&outcome, Amounts::new(60_000, 120 * GI), NormalizationRatio::ONE);
     assert_eq!(status.published, Some(Amounts::new(0, 0)));
     assert_eq!(
         status.origin_annotation(),
@@ -420,13 +421,49 @@ fn third_party_batch_allocations_are_subtracted_and_floored() {
 }
 
 #[test]
+fn batch_cpu_is_scaled_by_the_normalization_ratio_before_third_party_allocations() {
+    // Upstream's worked example: 25 cores of batch-cpu on a node whose CPUs are 1.25 times the
+    // baseline publish 31250; memory is never scaled.
+    let outcome = BatchOutcome::Allocatable {
+        amounts: Amounts::new(25_000, 33 * GI),
+        explain: Box::new(apply_policies(&Terms::default(), &strategy()).1),
+    };
+    let ratio = NormalizationRatio::parse("1.25").unwrap();
+    let status = publish(&outcome, Amounts::ZERO, ratio);
+    assert_eq!(status.origin, Amounts::new(31_250, 33 * GI));
+    assert_eq!(status.published, Some(Amounts::new(31_250, 33 * GI)));
+    // Third-party allocations are in normalized units already: subtracted after scaling.
+    let status = publish(&outcome, Amounts::new(10_000, GI), ratio);
+    assert_eq!(status.published, Some(Amounts::new(21_250, 32 * GI)));
+    assert_eq!(status.cpu_normalization, ratio);
+    // A negative result is floored before scaling, and 1.00 scales nothing.
+    let negative = BatchOutcome::Allocatable {
+        amounts: Amounts::new(-5, 1),
+        explain: Box::new(apply_policies(&Terms::default(), &strategy()).1),
+    };
+    assert_eq!(
+        publish(&negative, Amounts::ZERO, ratio).published,
+        Some(Amounts::new(0, 1))
+    );
+    assert_eq!(
+        publish(&outcome, Amounts::ZERO, NormalizationRatio::ONE).published,
+        Some(Amounts::new(25_000, 33 * GI))
+    );
+}
+
+#[test]
 fn removed_batch_resources_leave_a_zero_origin() {
-    let status = publish(&BatchOutcome::Disabled, Amounts::new(1, 1));
+    let status = publish(
+        &BatchOutcome::Disabled,
+        Amounts::new(1, 1),
+        NormalizationRatio::ONE,
+    );
     assert_eq!(
         status,
         BatchStatus {
             published: None,
-            origin: Amounts::ZERO
+            origin: Amounts::ZERO,
+            cpu_normalization: NormalizationRatio::ONE,
         }
     );
 }
@@ -562,5 +599,5 @@ fn absurd_inputs_do_not_panic() {
     let outcome = calculate(&node, &pods, Some(&upstream_report()), &strategy, now());
     let amounts = amounts_of(&outcome);
     assert!(amounts.cpu >= 0 && amounts.memory >= 0);
-    let _ = publish(&outcome, node.third_party_batch);
+    let _ = publish(&outcome, node.third_party_batch, NormalizationRatio::ONE);
 }

@@ -58,6 +58,8 @@ pub enum UpdateReason {
     FirstSync,
     /// A smaller move, and the last write is older than `updateTimeThresholdSeconds`.
     Refresh,
+    /// The node's CPU normalization ratio changed: batch-cpu follows it at once.
+    NormalizationRatio,
 }
 
 /// The update decision for one node.

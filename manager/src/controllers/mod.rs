@@ -11,6 +11,7 @@ pub mod node_child;
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
+pub mod topology_index;
 pub mod usage_index;
 
 use std::{
@@ -31,6 +32,7 @@ use crate::{
     snapshot::FieldError,
 };
 
+pub use topology_index::TopologyIndex;
 pub use usage_index::UsageIndex;
 
 #[cfg(test)]
@@ -82,6 +84,11 @@ pub struct Context {
     pub pods: PodIndex,
     /// NodeMetric reports per node (noderesource).
     pub usage: UsageIndex,
+    /// `cpu-basic-info` of each node's NodeResourceTopology (noderesource, CPU normalization).
+    pub topology: TopologyIndex,
+    /// Why each node's CPU normalization ratio could not be decided, as last logged (one
+    /// warning per change of reason).
+    pub normalization_problems: Mutex<HashMap<String, String>>,
     /// When this process last wrote each node's batch resources.
     pub last_batch_write: Mutex<HashMap<String, Timestamp>>,
     /// How often noderesource re-checks a node without events (staleness, refresh).

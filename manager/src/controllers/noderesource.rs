@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use koord_api::names;
+use koord_api::{
+    cpu_normalization::{NormalizationRatio, RatioDecision},
+    names,
+};
 use kube::{
     Api, Resource,
     api::{Patch, PatchParams},
@@ -19,7 +22,7 @@ use super::{Context, Error, name_of};
 use crate::{
     batch::{self, BatchOutcome, BatchStatus, UpdateDecision},
     desired,
-    plan::{NodeBatchPlan, plan_node_batch},
+    plan::{NodeBatchPlan, NormalizationPlan, plan_node_batch},
     snapshot,
 };
 
@@ -70,12 +73,22 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         node: name.clone(),
         source,
     };
-    let plan =
-        plan_node_batch(&state, &effective, &node, &pods, report.as_ref(), now).map_err(field_error)?;
+    let basic_info = ctx.topology.basic_info(&name);
+    let plan = plan_node_batch(
+        &state,
+        &effective,
+        &node,
+        &pods,
+        report.as_ref(),
+        basic_info.as_deref(),
+        now,
+    )
+    .map_err(field_error)?;
     let NodeBatchPlan::Decided {
         strategy,
         outcome,
         status,
+        normalization,
     } = plan
     else {
         tracing::debug!(node = %name, "colocation-config has no good value yet; node left untouched");
@@ -98,15 +111,24 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         now,
         &strategy,
     );
-    let UpdateDecision::Write(reason) = decision else {
-        return Ok(Action::requeue(ctx.resync));
-    };
-
     let api: Api<Node> = Api::all(ctx.client.clone());
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
+    let ratio_written = match &normalization {
+        Some(plan) => write_normalization(ctx, &api, &params, &node, &name, plan).await?,
+        None => false,
+    };
+    let reason = match decision {
+        UpdateDecision::Write(reason) => reason,
+        // batch-cpu follows the new ratio at once, whatever the diff threshold says.
+        _ if ratio_written && status.published.is_some() && decision != UpdateDecision::Unchanged => {
+            batch::UpdateReason::NormalizationRatio
+        }
+        _ => return Ok(Action::requeue(ctx.resync)),
+    };
+
     api.patch_status(&name, &params, &Patch::Merge(resource_patch(&status)))
         .await?;
     let origin = json!({ "metadata": { "annotations": {
@@ -121,6 +143,80 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         .batch_published(&name, status.published.map(|p| (p.cpu, p.memory)));
     explain(ctx, &node, &name, &outcome, &status, reason).await;
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Writes the node's `cpu-normalization-ratio` annotation when it should change; logs (once
+/// per reason) why no ratio can be decided. Returns whether it wrote.
+async fn write_normalization(
+    ctx: &Context,
+    api: &Api<Node>,
+    params: &PatchParams,
+    node: &Node,
+    name: &str,
+    plan: &NormalizationPlan,
+) -> Result<bool, Error> {
+    ctx.metrics
+        .cpu_normalization_ratio
+        .get_or_create(&crate::metrics::NodeLabels {
+            node: name.to_owned(),
+        })
+        .set(f64::from(plan.applied.hundredths()) / 100.0);
+    let problem = match &plan.decision {
+        RatioDecision::Unknown(problem) => Some(problem.to_string()),
+        RatioDecision::Disabled | RatioDecision::Ratio(_) => None,
+    };
+    ctx.metrics
+        .cpu_normalization_undecided
+        .get_or_create(&crate::metrics::NodeLabels {
+            node: name.to_owned(),
+        })
+        .set(i64::from(problem.is_some()));
+    {
+        let mut problems = ctx
+            .normalization_problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match &problem {
+            Some(problem) if problems.get(name) != Some(problem) => {
+                tracing::warn!(
+                    node = name,
+                    %problem,
+                    kept = %plan.applied,
+                    "CPU normalization is on but no ratio can be decided; the node keeps its current ratio"
+                );
+                problems.insert(name.to_owned(), problem.clone());
+            }
+            Some(_) => {}
+            None => {
+                problems.remove(name);
+            }
+        }
+    }
+    let Some(ratio) = plan.annotation_update() else {
+        return Ok(false);
+    };
+    let patch = json!({ "metadata": { "annotations": {
+        names::ANNOTATION_CPU_NORMALIZATION_RATIO: ratio.to_string() } } });
+    api.patch(name, params, &Patch::Merge(patch)).await?;
+    let old = plan.current.map_or_else(|| "none".to_owned(), |r| r.to_string());
+    let note = format!("cpu-normalization-ratio {old} -> {ratio}");
+    if plan.current.unwrap_or(NormalizationRatio::ONE) == ratio {
+        // Only the spelling of "no scaling" is new (every node gets 1.00 once): no Event.
+        tracing::debug!(node = name, "{note}");
+        return Ok(true);
+    }
+    tracing::info!(node = name, "CPUNormalizationRatioUpdated: {note}");
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "CPUNormalizationRatioUpdated".to_owned(),
+        note: Some(note),
+        action: "UpdateNodeMeta".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &node.object_ref(&())).await {
+        tracing::warn!(node = name, %error, "could not publish the normalization Event");
+    }
+    Ok(true)
 }
 
 /// One log line and one Node Event with the formula's terms.
@@ -148,7 +244,18 @@ async fn explain(
                 }
                 _ => String::new(),
             };
-            ("BatchResourceUpdated", format!("{explain}{third_party}"))
+            let normalized = if status.cpu_normalization.scales() {
+                format!(
+                    "; batch-cpu × cpu-normalization-ratio {} = {}",
+                    status.cpu_normalization, status.origin.cpu
+                )
+            } else {
+                String::new()
+            };
+            (
+                "BatchResourceUpdated",
+                format!("{explain}{normalized}{third_party}"),
+            )
         }
     };
     tracing::info!(node = name, reason = ?reason, "{event_reason}: {note}");

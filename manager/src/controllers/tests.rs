@@ -58,6 +58,8 @@ fn context_with_registry(leader: bool) -> (Arc<Context>, Handle, prometheus_clie
         ),
         pods: PodIndex::default(),
         usage: UsageIndex::default(),
+        topology: super::TopologyIndex::default(),
+        normalization_problems: Mutex::new(HashMap::new()),
         last_batch_write: Mutex::new(HashMap::new()),
         resync: Duration::from_secs(60),
     };
@@ -163,6 +165,19 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
     ctx.usage.apply(kube::runtime::watcher::Event::Apply(metric));
     assert!(matches!(ctx.usage.report("n1"), Some(Ok(UsageReport { .. }))));
     let task = tokio::spawn(noderesource::reconcile(Arc::new(node()), ctx.clone()));
+    // CPU normalization is off: the node is marked 1.00 once (no Event for that).
+    let ratio = expect(
+        &mut handle,
+        Method::PATCH,
+        "/api/v1/nodes/n1",
+        StatusCode::OK,
+        serde_json::to_value(node()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        ratio["metadata"]["annotations"]["node.koordinator.sh/cpu-normalization-ratio"],
+        "1.00"
+    );
     let patch = expect(
         &mut handle,
         Method::PATCH,

@@ -27,6 +27,12 @@ fn object(map: &mut Map<String, Value>, schema: &Value, root: bool, path: &str, 
     let embedded = root || flag(schema, "x-kubernetes-embedded-resource");
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
+        // The root's (and an embedded resource's) apiVersion, kind and metadata are the API
+        // server's own, whatever the schema says about them (a CRD may declare
+        // `metadata: {type: object}`, which must not prune the object's name).
+        if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
         let child = properties.and_then(|p| p.get(&key)).or(additional);
         let here = format!("{path}.{key}");
         match child {
@@ -41,7 +47,6 @@ fn object(map: &mut Map<String, Value>, schema: &Value, root: bool, path: &str, 
                     value(v, sub, &here, pruned);
                 }
             }
-            None if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") => {}
             None if preserve || (properties.is_none() && additional.is_none() && !root && !typed(schema)) => {
             }
             None => {
@@ -121,6 +126,17 @@ mod tests {
         assert_eq!(obj["spec"]["quantity"], "50%");
         assert_eq!(obj["status"], json!({"ok": true}));
         assert_eq!(obj["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn declared_root_metadata_is_never_pruned() {
+        // Third-party CRDs (NodeResourceTopology) declare `metadata: {type: object}` at the root.
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object"}, "apiVersion": {"type": "string"}, "zones": {"type": "array"}}});
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "X",
+            "metadata": {"name": "a", "annotations": {"k": "v"}}, "zones": []});
+        assert!(prune_and_default(&mut obj, &schema).is_empty());
+        assert_eq!(obj["metadata"], json!({"name": "a", "annotations": {"k": "v"}}));
     }
 
     #[test]
