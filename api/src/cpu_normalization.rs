@@ -125,6 +125,12 @@ impl NormalizationRatio {
     }
 }
 
+impl Default for NormalizationRatio {
+    fn default() -> Self {
+        NormalizationRatio::ONE
+    }
+}
+
 impl std::fmt::Display for NormalizationRatio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{:02}", self.0 / 100, self.0 % 100)

@@ -338,7 +338,15 @@ fn spawn_nri(
     let gates = settings.gates.clone();
     let decide_settings = move |snapshot: &Snapshot| HookSettings {
         batch_resource: gates.enabled("BatchResource"),
-        be_limits: be_limits_settings(&gates, snapshot.node_slo.as_deref()),
+        be_limits: be_limits_settings(
+            &gates,
+            snapshot.node_slo.as_deref(),
+            snapshot
+                .node
+                .as_deref()
+                .map(koordlet_core::strategies::engine::cpu_normalization_of)
+                .unwrap_or_default(),
+        ),
         cpusets: !kubelet_static_cpu_manager,
         cpuset_allocator: gates.enabled("CPUSetAllocator"),
     };

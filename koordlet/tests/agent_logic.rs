@@ -131,6 +131,7 @@ fn be_limits_pod_and_container_values() {
         &paths,
         BeLimitsSettings {
             suppress_by_cfs_quota: true,
+            ..BeLimitsSettings::default()
         },
     );
     assert!(

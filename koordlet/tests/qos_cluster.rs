@@ -432,3 +432,58 @@ async fn suppressed_busy_be_pod_is_evicted_by_satisfaction() {
     );
     assert!(env.pods().get_opt("web").await.unwrap().is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn be_quota_follows_the_node_cpu_normalization_ratio() {
+    let _serial = SERIAL.lock().await;
+    let env = start(8 << 30, "").await;
+    env.create_pod(be_pod(
+        "be-batch",
+        "20Mi",
+        json!({"koordinator.sh/qosClass": "BE"}),
+    ))
+    .await;
+    let container = env.wait_running("be-batch").await;
+    let pod = container.rsplit_once('/').unwrap().0.to_string();
+    let quota = |dir: &str| {
+        std::fs::read_to_string(env.cpu_file(dir, "cpu.cfs_quota_us"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    // 500 batch milli-cores: 50000 µs per 100 ms.
+    wait_for("BE quota from batch-cpu", Duration::from_secs(30), async || {
+        (quota(&container) == "50000" && quota(&pod) == "50000").then_some(())
+    })
+    .await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    let annotate = |ratio: &str| json!({"metadata": {"annotations": {"node.koordinator.sh/cpu-normalization-ratio": ratio}}});
+    let patch = |ratio: &'static str| {
+        let nodes = nodes.clone();
+        let name = env.node.name.clone();
+        let body = annotate(ratio);
+        async move {
+            nodes
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(body),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    // The manager marks the node's CPUs 1.25 times the baseline: ceil(50000 / 1.25) = 40000.
+    patch("1.25").await;
+    wait_for(
+        "quota divided by the ratio",
+        Duration::from_secs(30),
+        async || (quota(&container) == "40000" && quota(&pod) == "40000").then_some(()),
+    )
+    .await;
+    // A ratio that is not one (below 1) counts as 1: back to 50000.
+    patch("0.5").await;
+    wait_for("bad ratio ignored", Duration::from_secs(30), async || {
+        (quota(&container) == "50000" && quota(&pod) == "50000").then_some(())
+    })
+    .await;
+}

@@ -431,6 +431,7 @@ mod tests {
         let settings = HookSettings {
             be_limits: BeLimitsSettings {
                 suppress_by_cfs_quota: true,
+                ..BeLimitsSettings::default()
             },
             ..HookSettings::default()
         };
@@ -438,6 +439,22 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(limits.cfs_quota_us, -1);
+    }
+
+    #[test]
+    fn cpu_normalization_shrinks_the_quota_before_the_container_starts() {
+        // 2000 batch milli-cores of baseline CPU on cores 1.25 times faster: ceil(200000 / 1.25).
+        let settings = HookSettings {
+            be_limits: BeLimitsSettings {
+                cpu_normalization: koord_api::cpu_normalization::NormalizationRatio::parse("1.25").unwrap(),
+                ..BeLimitsSettings::default()
+            },
+            ..HookSettings::default()
+        };
+        let limits = be_container_limits(&be_pod(SPEC), "main", &settings)
+            .unwrap()
+            .unwrap();
+        assert_eq!((limits.cfs_quota_us, limits.cpu_shares), (160_000, 1024));
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //!
 //! Only pods labelled `koordinator.sh/qosClass: BE` are touched (as upstream). When the NodeSLO
 //! enables CPU suppress with policy `cfsQuota`, the pod and container quotas are -1: the
-//! besteffort parent's quota governs all BE pods together.
+//! besteffort parent's quota governs all BE pods together. On a node whose
+//! `node.koordinator.sh/cpu-normalization-ratio` is above 1, batch-cpu is counted in normalized
+//! (baseline) cores, so each quota is `ceil(quota / ratio)` of the node's faster cores.
 //!
 //! Pure: pods and settings in, writes out (v1 file names and values; the executor converts for
 //! v2). Applied when a pod appears and reconciled every collection interval.
@@ -30,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use koord_api::QoSClass;
+use koord_api::cpu_normalization::NormalizationRatio;
 use koord_api::resources::{ContainerAmounts, container_amounts};
 use serde::Serialize;
 
@@ -46,6 +49,8 @@ pub const STRATEGY: &str = "be_limits";
 pub struct BeLimitsSettings {
     /// CPU suppress is enabled with policy `cfsQuota`: BE quotas are left to the parent (-1).
     pub suppress_by_cfs_quota: bool,
+    /// The node's CPU normalization ratio: quotas are divided by it (rounded up).
+    pub cpu_normalization: NormalizationRatio,
 }
 
 /// The limits decided for one BE pod (the `strategies.be_limits.pods[]` entry of `plan`).
@@ -95,7 +100,10 @@ fn container_limits(amounts: &ContainerAmounts, settings: BeLimitsSettings) -> L
         quota: if settings.suppress_by_cfs_quota {
             -1
         } else {
-            milli_cpu_to_quota(amounts.batch_cpu_limit().unwrap_or(0), CFS_PERIOD_US)
+            settings.cpu_normalization.shrink_quota(milli_cpu_to_quota(
+                amounts.batch_cpu_limit().unwrap_or(0),
+                CFS_PERIOD_US,
+            ))
         },
         memory: match amounts.batch_memory_limit() {
             Some(bytes) if bytes > 0 => bytes,
@@ -145,7 +153,9 @@ fn pod_limits(containers: &[ContainerAmounts], settings: BeLimitsSettings) -> Li
             settings.suppress_by_cfs_quota,
             sum_all(ContainerAmounts::batch_cpu_limit),
         ) {
-            (false, Some(milli)) if !containers.is_empty() => milli_cpu_to_quota(milli, CFS_PERIOD_US),
+            (false, Some(milli)) if !containers.is_empty() => settings
+                .cpu_normalization
+                .shrink_quota(milli_cpu_to_quota(milli, CFS_PERIOD_US)),
             _ => -1,
         },
         memory: match sum_all(ContainerAmounts::batch_memory_limit) {

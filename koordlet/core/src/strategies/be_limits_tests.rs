@@ -141,6 +141,7 @@ fn settings_or_layout_change_recomputes_everything() {
     // The NodeSLO turns on suppress by cfsQuota: every quota becomes -1.
     let suppress = BeLimitsSettings {
         suppress_by_cfs_quota: true,
+        ..BeLimitsSettings::default()
     };
     let round = cache.decide(&pods, &paths, suppress);
     check_same(&round, &pods, &paths, suppress);
@@ -153,11 +154,25 @@ fn settings_or_layout_change_recomputes_everything() {
     assert_eq!(cache.computed(), 6);
     assert!(round.pods().all(|p| p.cfs_quota_us > 0));
 
+    // The manager gives the node a CPU normalization ratio: quotas shrink, shares do not.
+    let normalized = BeLimitsSettings {
+        cpu_normalization: koord_api::cpu_normalization::NormalizationRatio::parse("1.50").unwrap(),
+        ..BeLimitsSettings::default()
+    };
+    let round = cache.decide(&pods, &paths, normalized);
+    check_same(&round, &pods, &paths, normalized);
+    assert_eq!(cache.computed(), 8);
+    let quotas: Vec<(i64, i64)> = round.pods().map(|p| (p.cfs_quota_us, p.cpu_shares)).collect();
+    // Pod limits 1500 and 1000 milli: 150000 µs / 1.5 = 100000; ceil(100000 / 1.5) = 66667.
+    assert_eq!(quotas, [(100_000, 512), (66_667, 512)]);
+    let round = cache.decide(&pods, &paths, BeLimitsSettings::default());
+    assert!(round.pods().all(|p| p.cfs_quota_us % 50_000 == 0));
+
     // Another cgroup driver: other directories.
     let systemd = KubeCgroupPaths::new(CgroupDriver::Systemd);
     let round = cache.decide(&pods, &systemd, BeLimitsSettings::default());
     check_same(&round, &pods, &systemd, BeLimitsSettings::default());
-    assert_eq!(cache.computed(), 8);
+    assert_eq!(cache.computed(), 12);
 }
 
 #[test]

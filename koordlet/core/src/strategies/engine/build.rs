@@ -39,6 +39,9 @@ pub struct NodeFacts {
     pub memory_allocatable_bytes: u64,
     /// Whether the kernel has the memory QoS files (probed by the caller; absent by default).
     pub memory_qos_kernel: crate::strategies::memory_qos::MemoryQosKernel,
+    /// `node.koordinator.sh/cpu-normalization-ratio` (1 when absent or unreadable): BE quotas
+    /// are divided by it.
+    pub cpu_normalization: koord_api::cpu_normalization::NormalizationRatio,
 }
 
 impl NodeFacts {
@@ -93,6 +96,7 @@ impl NodeFacts {
             annotation_reserved_milli,
             reserved_cpus,
             kubelet_cpu_manager: KubeletCpuManager::None,
+            cpu_normalization: cpu_normalization_of(node),
         }
     }
 
@@ -102,6 +106,15 @@ impl NodeFacts {
             .max(self.annotation_reserved_milli)
             .max(0)
     }
+}
+
+/// The node's CPU normalization ratio; 1 without the annotation, and 1 for a value that is not a
+/// ratio in [1, 5] (the manager never writes one; scaling by a guess would be worse).
+pub fn cpu_normalization_of(node: &Node) -> koord_api::cpu_normalization::NormalizationRatio {
+    koord_api::cpu_normalization::NormalizationRatio::of_node_annotations(node.metadata.annotations.as_ref())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }
 
 pub(super) fn besteffort_dir(paths: &KubeCgroupPaths) -> String {

@@ -23,7 +23,7 @@ use koord_api::NodeSLOSpec;
 use koord_api::nodeslo::{CpuSuppressPolicy, ResourceThresholdStrategy};
 use serde::Serialize;
 
-pub use build::{NodeFacts, ReadScope, cgroup_reads};
+pub use build::{NodeFacts, ReadScope, cgroup_reads, cpu_normalization_of};
 pub use cpuset_policy::{cpuset_policy_wanted, rebuild_cpuset_allocations};
 
 use super::be_limits::{self, BeLimitsCache, BeLimitsRound, BeLimitsSettings, BePodLimits, SkippedPod};
@@ -289,16 +289,22 @@ impl EngineCache {
     }
 }
 
-/// be_limits' settings under these gates and NodeSLO: BE quotas are left to the besteffort
-/// parent while CPU suppress runs with policy `cfsQuota`. Shared by the QoS round and the
-/// runtime hooks so both decide the same values.
-pub fn be_limits_settings(gates: &FeatureGates, node_slo: Option<&NodeSLOSpec>) -> BeLimitsSettings {
+/// be_limits' settings under these gates, NodeSLO and node CPU normalization ratio: BE quotas
+/// are left to the besteffort parent while CPU suppress runs with policy `cfsQuota`, and divided
+/// by the ratio otherwise. Shared by the QoS round and the runtime hooks so both decide the same
+/// values.
+pub fn be_limits_settings(
+    gates: &FeatureGates,
+    node_slo: Option<&NodeSLOSpec>,
+    cpu_normalization: koord_api::cpu_normalization::NormalizationRatio,
+) -> BeLimitsSettings {
     let threshold = node_slo.and_then(|s| s.resource_used_threshold_with_be.as_ref());
     BeLimitsSettings {
         suppress_by_cfs_quota: gates.enabled("BECPUSuppress")
             && threshold.is_some_and(|t| {
                 t.enable == Some(true) && t.cpu_suppress_policy == Some(CpuSuppressPolicy::CfsQuota)
             }),
+        cpu_normalization,
     }
 }
 
@@ -325,7 +331,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
     let be_limits = if let Some(r) = gate_off(input.gates, "BatchResource") {
         Report::skipped(r)
     } else {
-        let settings = be_limits_settings(input.gates, input.node_slo);
+        let settings = be_limits_settings(input.gates, input.node_slo, input.node.cpu_normalization);
         match cache {
             Some(cache) => {
                 let round = cache.be_limits.decide(input.pods, input.paths, settings);
