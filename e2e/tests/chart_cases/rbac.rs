@@ -36,6 +36,8 @@ const MANAGER_CALLS: &[Call] = &[
     ("slo.koordinator.sh", "nodemetrics", "create", None, None),
     ("slo.koordinator.sh", "nodemetrics", "patch", None, None),
     ("slo.koordinator.sh", "nodemetrics", "delete", None, None),
+    ("topology.node.k8s.io", "noderesourcetopologies", "list", None, None),
+    ("topology.node.k8s.io", "noderesourcetopologies", "watch", None, None),
     ("events.k8s.io", "events", "create", Some(ANY), None),
     ("events.k8s.io", "events", "patch", Some(ANY), None),
     ("", "configmaps", "list", Some(CONFIG), None),
