@@ -32,6 +32,7 @@ fn pods(node: usize, count: usize) -> (Vec<PodFacts>, UsageReport) {
             high_priority: i % 3 != 0,
             lse: i % 11 == 0,
             request: Amounts::new(500, 1 << 30),
+            mid: false,
         });
         if i % 5 != 0 {
             usages.push(PodUsage {
@@ -47,6 +48,7 @@ fn pods(node: usize, count: usize) -> (Vec<PodFacts>, UsageReport) {
         system_usage: Some(Amounts::new(2000, 4 << 30)),
         host_applications: vec![],
         pods: usages,
+        ..UsageReport::default()
     };
     (facts, report)
 }

@@ -84,6 +84,19 @@ pub struct CalcNode {
     /// Why normalization is on but no ratio could be decided.
     #[serde(rename = "cpuNormalizationProblem", skip_serializing_if = "Option::is_none")]
     pub cpu_normalization_problem: Option<String>,
+    /// `kubernetes.io/mid-cpu` (milli-cores) and `mid-memory` (bytes) as the Node would carry
+    /// them, or why there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mid: Option<CalcMid>,
+}
+
+/// One node's mid resources.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct CalcMid {
+    /// Resource name → value; empty when removed.
+    pub resources: BTreeMap<String, String>,
+    /// The formula with its terms, or why they are removed.
+    pub explain: String,
 }
 
 /// The whole output.
@@ -282,16 +295,31 @@ fn calc_node(name: String, plan: NodeBatchPlan) -> CalcNode {
         explain: None,
         cpu_normalization_ratio: None,
         cpu_normalization_problem: None,
+        mid: None,
     };
     let NodeBatchPlan::Decided {
         outcome,
         status,
         normalization,
+        mid,
         ..
     } = plan
     else {
         return out;
     };
+    out.mid = Some(CalcMid {
+        resources: mid
+            .amounts()
+            .map(|a| {
+                [
+                    (names::RESOURCE_MID_CPU.to_owned(), a.cpu.to_string()),
+                    (names::RESOURCE_MID_MEMORY.to_owned(), a.memory.to_string()),
+                ]
+                .into()
+            })
+            .unwrap_or_default(),
+        explain: mid.to_string(),
+    });
     if let Some(n) = normalization {
         out.cpu_normalization_ratio = Some(n.applied.to_string());
         if let RatioDecision::Unknown(problem) = &n.decision {

@@ -18,6 +18,7 @@ pub mod controllers;
 pub mod desired;
 pub mod leader;
 pub mod metrics;
+pub mod mid;
 pub mod plan;
 pub mod pod_index;
 pub mod run;

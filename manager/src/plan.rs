@@ -8,6 +8,7 @@ use koord_api::cpu_normalization::{self, NormalizationRatio, RatioDecision};
 use crate::{
     batch::{self, BatchOutcome, BatchStatus, BatchStrategy, PodFacts, UsageReport},
     config_state::ConfigState,
+    mid::{self, MidOutcome},
     snapshot::{self, FieldError},
 };
 
@@ -27,6 +28,8 @@ pub enum NodeBatchPlan {
         /// CPU normalization; `None` when colocation is off for the node (the ratio annotation
         /// is then left as it is, as upstream).
         normalization: Option<NormalizationPlan>,
+        /// Mid resources (`kubernetes.io/mid-cpu` / `mid-memory`).
+        mid: Box<MidOutcome>,
     },
 }
 
@@ -97,10 +100,18 @@ pub fn plan_node_batch(
         .as_ref()
         .map_or(NormalizationRatio::ONE, |n| n.applied);
     let status = batch::publish(&outcome, facts.third_party_batch, ratio);
+    let mid = mid::calculate(
+        &facts,
+        pods,
+        report,
+        &mid::mid_strategy(&effective.colocation, strategy.degrade_time_minutes),
+        now,
+    );
     Ok(NodeBatchPlan::Decided {
         strategy,
         outcome: Box::new(outcome),
         status,
         normalization,
+        mid: Box::new(mid),
     })
 }

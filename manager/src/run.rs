@@ -203,6 +203,7 @@ pub async fn run(
         topology: topology.clone(),
         normalization_problems: Mutex::new(Default::default()),
         last_batch_write: Mutex::new(Default::default()),
+        last_mid_write: Mutex::new(Default::default()),
         resync: args.resync,
     });
 

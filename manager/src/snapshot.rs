@@ -189,6 +189,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, FieldError> {
         high_priority: !matches!(priority, PriorityClass::Batch | PriorityClass::Free),
         lse: qos_class_with_default(pod) == QoSClass::Lse,
         request: Amounts::new(request.cpu_milli, request.memory_bytes),
+        mid: priority == PriorityClass::Mid,
     })
 }
 
@@ -214,6 +215,7 @@ pub fn usage_report(metric: &NodeMetric) -> Result<UsageReport, FieldError> {
         host_applications.push(HostApplicationUsage {
             name: app.name.clone(),
             above_batch: app.priority_class().is_higher_than(PriorityClass::Batch),
+            above_mid: app.priority_class().is_higher_than(PriorityClass::Mid),
             usage: usage_of(
                 &app.usage,
                 &format!("status.hostApplicationMetric[{index}].usage.resources"),
@@ -232,11 +234,32 @@ pub fn usage_report(metric: &NodeMetric) -> Result<UsageReport, FieldError> {
             )?,
         });
     }
+    let node_usage = match &status.node_metric {
+        Some(info)
+            if info.node_usage.resources.contains_key(RESOURCE_CPU)
+                && info.node_usage.resources.contains_key(RESOURCE_MEMORY) =>
+        {
+            Some(usage_of(
+                &info.node_usage,
+                "status.nodeMetric.nodeUsage.resources",
+            )?)
+        }
+        _ => None,
+    };
+    let prod_reclaimable = match &status.prod_reclaimable_metric {
+        Some(metric) if !metric.resource.resources.is_empty() => Some(usage_of(
+            &metric.resource,
+            "status.prodReclaimableMetric.resource.resources",
+        )?),
+        _ => None,
+    };
     Ok(UsageReport {
         update_time,
         system_usage,
         host_applications,
         pods,
+        node_usage,
+        prod_reclaimable,
     })
 }
 
@@ -279,6 +302,22 @@ pub fn batch_strategy(strategy: &ColocationStrategy) -> BatchStrategy {
 pub fn published_batch(
     node: &Node,
 ) -> Result<(crate::batch::PublishedValues, crate::batch::PublishedValues), FieldError> {
+    published(node, names::RESOURCE_BATCH_CPU, names::RESOURCE_BATCH_MEMORY)
+}
+
+/// The `kubernetes.io/mid-cpu` / `mid-memory` entries the Node carries now in `capacity` and
+/// `allocatable`.
+pub fn published_mid(
+    node: &Node,
+) -> Result<(crate::batch::PublishedValues, crate::batch::PublishedValues), FieldError> {
+    published(node, names::RESOURCE_MID_CPU, names::RESOURCE_MID_MEMORY)
+}
+
+fn published(
+    node: &Node,
+    cpu: &str,
+    memory: &str,
+) -> Result<(crate::batch::PublishedValues, crate::batch::PublishedValues), FieldError> {
     let status = node.status.as_ref();
     let read =
         |list: Option<&ResourceList>, field: &str| -> Result<crate::batch::PublishedValues, FieldError> {
@@ -294,8 +333,8 @@ pub fn published_batch(
                 }
             };
             Ok(crate::batch::PublishedValues {
-                cpu: get(names::RESOURCE_BATCH_CPU)?,
-                memory: get(names::RESOURCE_BATCH_MEMORY)?,
+                cpu: get(cpu)?,
+                memory: get(memory)?,
             })
         };
     Ok((

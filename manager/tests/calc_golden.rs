@@ -93,3 +93,8 @@ fn document_without_kind_is_rejected() {
 fn cpu_normalization_scales_batch_cpu_by_the_reported_cpu() {
     golden("cpu_normalization");
 }
+
+#[test]
+fn mid_resources_from_the_prod_reclaimable_prediction() {
+    golden("mid_resources");
+}

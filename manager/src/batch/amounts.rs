@@ -100,6 +100,14 @@ impl Resource {
         }
     }
 
+    /// The mid resource name published on the Node.
+    pub fn mid_name(self) -> &'static str {
+        match self {
+            Resource::Cpu => koord_api::names::RESOURCE_MID_CPU,
+            Resource::Memory => koord_api::names::RESOURCE_MID_MEMORY,
+        }
+    }
+
     /// Short lowercase name used in metric labels and explanations.
     pub fn short_name(self) -> &'static str {
         match self {

@@ -39,6 +39,9 @@ pub struct PodFacts {
     pub lse: bool,
     /// Kubernetes effective request: Σ containers, max with each init container, plus overhead.
     pub request: Amounts,
+    /// PriorityClassWithDefault is `koord-mid`: high priority for batch, but not prod for mid
+    /// resources.
+    pub mid: bool,
 }
 
 /// What koordlet last reported in the NodeMetric status.
@@ -52,6 +55,11 @@ pub struct UsageReport {
     pub host_applications: Vec<HostApplicationUsage>,
     /// `status.podsMetric`.
     pub pods: Vec<PodUsage>,
+    /// `status.nodeMetric.nodeUsage` when it has both cpu and memory.
+    pub node_usage: Option<Amounts>,
+    /// `status.prodReclaimableMetric.resource` (koordlet's peak prediction of what prod pods
+    /// request but will not use), when reported.
+    pub prod_reclaimable: Option<Amounts>,
 }
 
 /// Usage of one process outside Kubernetes.
@@ -61,6 +69,8 @@ pub struct HostApplicationUsage {
     pub name: String,
     /// Its priority class is higher than `koord-batch` (Prod or Mid): its usage is system usage.
     pub above_batch: bool,
+    /// Its priority class is higher than `koord-mid` (Prod): system usage for mid resources.
+    pub above_mid: bool,
     /// Measured usage.
     pub usage: Amounts,
 }

@@ -113,21 +113,9 @@ pub fn calculate(
     if !strategy.enable {
         return BatchOutcome::Disabled;
     }
-    let Some(report) = report else {
-        return BatchOutcome::Degraded(DegradeReason::NodeMetricMissing);
-    };
-    let Some(update_time) = report.update_time else {
-        return BatchOutcome::Degraded(DegradeReason::NeverReported);
-    };
-    let degrade_after = SignedDuration::from_secs(strategy.degrade_time_minutes.saturating_mul(60));
-    if now.duration_since(update_time) > degrade_after {
-        return BatchOutcome::Degraded(DegradeReason::Stale {
-            update_time,
-            degrade_time_minutes: strategy.degrade_time_minutes,
-        });
-    }
-    let Some(system_usage) = report.system_usage else {
-        return BatchOutcome::Degraded(DegradeReason::NodeUsageMissing);
+    let (report, system_usage) = match fresh_report(report, strategy.degrade_time_minutes, now) {
+        Ok(fresh) => fresh,
+        Err(reason) => return BatchOutcome::Degraded(reason),
     };
     let reclaim = Amounts::new(strategy.cpu_reclaim_percent, strategy.memory_reclaim_percent);
     let terms = collect_terms(node, pods, report, system_usage, reclaim);
@@ -136,6 +124,27 @@ pub fn calculate(
         amounts,
         explain: Box::new(explain),
     }
+}
+
+/// The report and its system usage when it can be trusted at `now`, else why not: no
+/// NodeMetric, never reported, older than `degrade_time_minutes`, or without `nodeMetric`.
+/// Batch and mid resources degrade by the same rule.
+pub fn fresh_report(
+    report: Option<&UsageReport>,
+    degrade_time_minutes: i64,
+    now: Timestamp,
+) -> Result<(&UsageReport, Amounts), DegradeReason> {
+    let report = report.ok_or(DegradeReason::NodeMetricMissing)?;
+    let update_time = report.update_time.ok_or(DegradeReason::NeverReported)?;
+    let degrade_after = SignedDuration::from_secs(degrade_time_minutes.saturating_mul(60));
+    if now.duration_since(update_time) > degrade_after {
+        return Err(DegradeReason::Stale {
+            update_time,
+            degrade_time_minutes,
+        });
+    }
+    let system_usage = report.system_usage.ok_or(DegradeReason::NodeUsageMissing)?;
+    Ok((report, system_usage))
 }
 
 /// Applies each resource's policy, the floor at 0 and the threshold cap to the terms.

@@ -34,6 +34,7 @@ fn pod(name: &str, high_priority: bool, request: Amounts) -> PodFacts {
         high_priority,
         lse: false,
         request,
+        mid: false,
     }
 }
 
@@ -69,6 +70,7 @@ fn upstream_report() -> UsageReport {
             usage("podC", true, Amounts::new(cores(22), 22 * GB)),
             usage("podD", true, Amounts::new(cores(10), 10 * GB)),
         ],
+        ..UsageReport::default()
     }
 }
 
@@ -257,11 +259,13 @@ fn host_applications_above_batch_count_as_system_usage() {
         HostApplicationUsage {
             name: "nginx".into(),
             above_batch: true,
+            above_mid: true,
             usage: Amounts::new(cores(3), 2 * GB),
         },
         HostApplicationUsage {
             name: "spark".into(),
             above_batch: false,
+            above_mid: false,
             usage: Amounts::new(cores(9), 9 * GB),
         },
     ];

@@ -91,6 +91,8 @@ pub struct Context {
     pub normalization_problems: Mutex<HashMap<String, String>>,
     /// When this process last wrote each node's batch resources.
     pub last_batch_write: Mutex<HashMap<String, Timestamp>>,
+    /// When this process last wrote each node's mid resources.
+    pub last_mid_write: Mutex<HashMap<String, Timestamp>>,
     /// How often noderesource re-checks a node without events (staleness, refresh).
     pub resync: Duration,
 }

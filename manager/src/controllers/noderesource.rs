@@ -20,8 +20,9 @@ use serde_json::{Value, json};
 
 use super::{Context, Error, name_of};
 use crate::{
-    batch::{self, BatchOutcome, BatchStatus, UpdateDecision},
+    batch::{self, Amounts, BatchOutcome, BatchStatus, UpdateDecision},
     desired,
+    mid::MidOutcome,
     plan::{NodeBatchPlan, NormalizationPlan, plan_node_batch},
     snapshot,
 };
@@ -32,15 +33,15 @@ pub const NAME: &str = "noderesource";
 /// Field manager of the Node status patches.
 const FIELD_MANAGER: &str = "koord-manager";
 
-fn resource_patch(status: &BatchStatus) -> Value {
-    let entries = match status.published {
-        Some(amounts) => json!({
-            names::RESOURCE_BATCH_CPU: amounts.cpu.to_string(),
-            names::RESOURCE_BATCH_MEMORY: amounts.memory.to_string(),
-        }),
-        None => json!({ names::RESOURCE_BATCH_CPU: null, names::RESOURCE_BATCH_MEMORY: null }),
+/// A pair of extended resources for a status merge patch: their values, or nulls to remove them.
+fn resource_entries(amounts: Option<Amounts>, cpu: &str, memory: &str) -> serde_json::Map<String, Value> {
+    let (cpu_value, memory_value) = match amounts {
+        Some(a) => (json!(a.cpu.to_string()), json!(a.memory.to_string())),
+        None => (Value::Null, Value::Null),
     };
-    json!({ "status": { "capacity": entries, "allocatable": entries } })
+    [(cpu.to_owned(), cpu_value), (memory.to_owned(), memory_value)]
+        .into_iter()
+        .collect()
 }
 
 /// Recomputes the node's batch resources and writes them when the change is worth it.
@@ -89,6 +90,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         outcome,
         status,
         normalization,
+        mid,
     } = plan
     else {
         tracing::debug!(node = %name, "colocation-config has no good value yet; node left untouched");
@@ -120,29 +122,95 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         Some(plan) => write_normalization(ctx, &api, &params, &node, &name, plan).await?,
         None => false,
     };
-    let reason = match decision {
-        UpdateDecision::Write(reason) => reason,
+    let batch_reason = match decision {
+        UpdateDecision::Write(reason) => Some(reason),
         // batch-cpu follows the new ratio at once, whatever the diff threshold says.
         _ if ratio_written && status.published.is_some() && decision != UpdateDecision::Unchanged => {
-            batch::UpdateReason::NormalizationRatio
+            Some(batch::UpdateReason::NormalizationRatio)
         }
-        _ => return Ok(Action::requeue(ctx.resync)),
+        _ => None,
     };
-
-    api.patch_status(&name, &params, &Patch::Merge(resource_patch(&status)))
-        .await?;
-    let origin = json!({ "metadata": { "annotations": {
-        names::ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: status.origin_annotation() } } });
-    api.patch(&name, &params, &Patch::Merge(origin)).await?;
-    ctx.last_batch_write
+    let (mid_capacity, mid_allocatable) = snapshot::published_mid(&node).map_err(field_error)?;
+    let last_mid_write = ctx
+        .last_mid_write
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(name.clone(), now);
-    ctx.metrics.batch_writes.inc();
-    ctx.metrics
-        .batch_published(&name, status.published.map(|p| (p.cpu, p.memory)));
-    explain(ctx, &node, &name, &outcome, &status, reason).await;
+        .get(&name)
+        .copied();
+    let mid_reason = match batch::decide_update(
+        mid_capacity,
+        mid_allocatable,
+        mid.amounts(),
+        last_mid_write,
+        now,
+        &strategy,
+    ) {
+        UpdateDecision::Write(reason) => Some(reason),
+        UpdateDecision::Unchanged | UpdateDecision::Postpone => None,
+    };
+    if batch_reason.is_none() && mid_reason.is_none() {
+        return Ok(Action::requeue(ctx.resync));
+    }
+
+    let mut entries = serde_json::Map::new();
+    if batch_reason.is_some() {
+        entries.extend(resource_entries(
+            status.published,
+            names::RESOURCE_BATCH_CPU,
+            names::RESOURCE_BATCH_MEMORY,
+        ));
+    }
+    if mid_reason.is_some() {
+        entries.extend(resource_entries(
+            mid.amounts(),
+            names::RESOURCE_MID_CPU,
+            names::RESOURCE_MID_MEMORY,
+        ));
+    }
+    let entries = Value::Object(entries);
+    let patch = json!({ "status": { "capacity": entries, "allocatable": entries } });
+    api.patch_status(&name, &params, &Patch::Merge(patch)).await?;
+    if let Some(reason) = batch_reason {
+        let origin = json!({ "metadata": { "annotations": {
+            names::ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: status.origin_annotation() } } });
+        api.patch(&name, &params, &Patch::Merge(origin)).await?;
+        ctx.last_batch_write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.clone(), now);
+        ctx.metrics.batch_writes.inc();
+        ctx.metrics
+            .batch_published(&name, status.published.map(|p| (p.cpu, p.memory)));
+        explain(ctx, &node, &name, &outcome, &status, reason).await;
+    }
+    if let Some(reason) = mid_reason {
+        ctx.last_mid_write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.clone(), now);
+        explain_mid(ctx, &node, &name, &mid, reason).await;
+    }
     Ok(Action::requeue(ctx.resync))
+}
+
+/// One log line and one Node Event for a mid resource write.
+async fn explain_mid(ctx: &Context, node: &Node, name: &str, mid: &MidOutcome, reason: batch::UpdateReason) {
+    let event_reason = match mid {
+        MidOutcome::Disabled | MidOutcome::Degraded(_) => "MidResourceRemoved",
+        MidOutcome::Static(_) | MidOutcome::Allocatable(_) => "MidResourceUpdated",
+    };
+    let note = mid.to_string();
+    tracing::info!(node = name, reason = ?reason, "{event_reason}: {note}");
+    let event = Event {
+        type_: EventType::Normal,
+        reason: event_reason.to_owned(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "UpdateNodeStatus".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &node.object_ref(&())).await {
+        tracing::warn!(node = name, %error, "could not publish the mid resource Event");
+    }
 }
 
 /// Writes the node's `cpu-normalization-ratio` annotation when it should change; logs (once

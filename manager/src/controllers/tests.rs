@@ -61,6 +61,7 @@ fn context_with_registry(leader: bool) -> (Arc<Context>, Handle, prometheus_clie
         topology: super::TopologyIndex::default(),
         normalization_problems: Mutex::new(HashMap::new()),
         last_batch_write: Mutex::new(HashMap::new()),
+        last_mid_write: Mutex::new(HashMap::new()),
         resync: Duration::from_secs(60),
     };
     (Arc::new(ctx), handle, registry)
@@ -222,6 +223,18 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
             .unwrap()
             .starts_with("batch-cpu 58000 = capacity 100000 - margin 35000")
     );
+    // Mid resources in the same status patch: no prediction and no unallocated share → 0.
+    assert_eq!(patch["status"]["allocatable"]["kubernetes.io/mid-cpu"], "0");
+    assert_eq!(patch["status"]["capacity"]["kubernetes.io/mid-memory"], "0");
+    let event = expect(
+        &mut handle,
+        Method::POST,
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        StatusCode::CREATED,
+        json!({}),
+    )
+    .await;
+    assert_eq!(event["reason"], "MidResourceUpdated");
     task.await.unwrap().unwrap();
     let labels = crate::metrics::NodeLabels { node: "n1".into() };
     assert_eq!(
