@@ -28,7 +28,7 @@ fn helm_lint_and_template_succeed_and_render_the_expected_kinds() {
         ("ClusterRole", 4),
         ("ClusterRoleBinding", 6),
         ("ConfigMap", 2),
-        ("CustomResourceDefinition", 3),
+        ("CustomResourceDefinition", 4),
         ("DaemonSet", 1),
         ("Deployment", 4),
         ("MutatingWebhookConfiguration", 1),

@@ -27,6 +27,12 @@ fn object(map: &mut Map<String, Value>, schema: &Value, root: bool, path: &str, 
     let embedded = root || flag(schema, "x-kubernetes-embedded-resource");
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
+        // The type and the object metadata of a resource are the server's, not the schema's,
+        // even when the schema lists them (`metadata: {type: object}`, as the
+        // NodeResourceTopology CRD does): a real server never prunes them.
+        if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
         let child = properties.and_then(|p| p.get(&key)).or(additional);
         let here = format!("{path}.{key}");
         match child {
@@ -41,7 +47,6 @@ fn object(map: &mut Map<String, Value>, schema: &Value, root: bool, path: &str, 
                     value(v, sub, &here, pruned);
                 }
             }
-            None if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") => {}
             None if preserve || (properties.is_none() && additional.is_none() && !root && !typed(schema)) => {
             }
             None => {
@@ -121,6 +126,20 @@ mod tests {
         assert_eq!(obj["spec"]["quantity"], "50%");
         assert_eq!(obj["status"], json!({"ok": true}));
         assert_eq!(obj["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn metadata_listed_in_the_schema_is_kept_whole() {
+        let schema = json!({"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+            "zones": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        }});
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "X",
+            "metadata": {"name": "a", "annotations": {"k": "v"}}, "zones": [{"name": "z", "bogus": 1}]});
+        let pruned = prune_and_default(&mut obj, &schema);
+        assert_eq!(pruned, [".zones[0].bogus"]);
+        assert_eq!(obj["metadata"], json!({"name": "a", "annotations": {"k": "v"}}));
+        assert_eq!(obj["kind"], "X");
     }
 
     #[test]
