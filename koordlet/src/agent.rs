@@ -1,5 +1,6 @@
 //! The live agent: sources fill the snapshot; one loop per collect interval collects metrics
-//! and reconciles BE limits through the executor; another reports NodeMetric status.
+//! and reconciles BE limits through the executor; another reports NodeMetric status, another
+//! the node's NodeResourceTopology.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -71,6 +72,8 @@ pub struct AgentSettings {
     pub collect_interval: Duration,
     /// Fast CPU suppress tick.
     pub suppress_interval: Duration,
+    /// Period of the NodeResourceTopology report (gate NodeTopologyReport).
+    pub node_topology_report_interval: Duration,
     /// Decide and log, write and evict nothing.
     pub dry_run: bool,
     /// Mount resctrl when it is supported and not mounted.
@@ -132,6 +135,7 @@ impl AgentSettings {
             kubeconfig: args.kubeconfig.clone(),
             collect_interval: args.collect_interval,
             suppress_interval: args.suppress_interval,
+            node_topology_report_interval: args.node_topology_report_interval,
             dry_run: args.dry_run,
             mount_resctrl: args.mount_resctrl,
             kubelet_root_dir: args.kubelet_root_dir.clone(),
@@ -156,7 +160,7 @@ pub async fn run_agent(
 
 /// Runs the agent until `shutdown` resolves: opens the node's cgroups, serves the admin
 /// endpoints, connects to the API server, then runs the sources, the fast suppress loop, the
-/// collection + QoS round and the NodeMetric report as tasks.
+/// collection + QoS round, the NodeMetric report and the NodeResourceTopology report as tasks.
 pub async fn run(
     settings: AgentSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -284,6 +288,7 @@ pub async fn run(
         &snap_rx,
         &stop_rx,
     );
+    spawn_topology_report(&mut tasks, &settings, &client, &telemetry);
     tasks.spawn(report_node_metric(
         client,
         settings.node.clone(),
@@ -387,6 +392,26 @@ fn spawn_nri(
         telemetry,
         state_tx,
         stop.clone(),
+    ));
+}
+
+/// Starts the NodeResourceTopology report when the gate NodeTopologyReport is on (the default).
+fn spawn_topology_report(
+    tasks: &mut tokio::task::JoinSet<()>,
+    settings: &AgentSettings,
+    client: &kube::Client,
+    telemetry: &Telemetry,
+) {
+    if !settings.gates.enabled("NodeTopologyReport") {
+        info!("NodeTopologyReport gate off: no NodeResourceTopology (cpu-basic-info) is reported");
+        return;
+    }
+    tasks.spawn(report::topology::run(
+        client.clone(),
+        settings.node.clone(),
+        settings.roots.clone(),
+        settings.node_topology_report_interval,
+        telemetry.topology_reports.clone(),
     ));
 }
 

@@ -180,6 +180,11 @@ pub struct AgentArgs {
     /// An LS spike lowers the BE quota within about two ticks.
     #[arg(long, env = "KOORDLET_SUPPRESS_INTERVAL", default_value = "50ms", value_parser = parse_suppress_interval)]
     pub suppress_interval: Duration,
+    /// How often the node's CPU facts are detected again and compared with its
+    /// NodeResourceTopology's `node.koordinator.sh/cpu-basic-info` (gate NodeTopologyReport):
+    /// one small GET per round, a write only when the value differs.
+    #[arg(long, env = "KOORDLET_NODE_TOPOLOGY_REPORT_INTERVAL", default_value = "60s", value_parser = parse_interval)]
+    pub node_topology_report_interval: Duration,
     /// Feature gates, `Name=true|false,...` (upstream names and defaults).
     #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "", long_help = koordlet_core::features::HELP)]
     pub feature_gates: String,

@@ -22,6 +22,9 @@ pub struct Telemetry {
     pub unsupported: Gauge,
     /// NodeMetric status reports by result.
     pub reports: Family<Labels, Counter>,
+    /// NodeResourceTopology rounds by result (`created`, `updated`, `unchanged`, `crd_missing`,
+    /// `detect_error`, `error`).
+    pub topology_reports: Family<Labels, Counter>,
     /// Evictions by strategy and result (`evicted`, `failed`, `dry_run`, `dropped`).
     pub evictions: Family<Labels, Counter>,
     /// 1 for an enabled feature gate, 0 for a disabled one, by `gate` and `implemented`
@@ -42,6 +45,7 @@ impl Telemetry {
             cgroup_writes: Family::default(),
             unsupported: Gauge::default(),
             reports: Family::default(),
+            topology_reports: Family::default(),
             evictions: Family::default(),
             feature_gates: Family::default(),
             cpuset_policy_problems: Gauge::default(),
@@ -66,6 +70,11 @@ impl Telemetry {
             "nodemetric_reports",
             "NodeMetric status reports by result",
             t.reports.clone(),
+        );
+        registry.register(
+            "node_topology_reports",
+            "NodeResourceTopology cpu-basic-info rounds by result",
+            t.topology_reports.clone(),
         );
         registry.register(
             "evictions",

@@ -155,6 +155,28 @@ const KOORDLET_CALLS: &[Call] = &[
     ),
     ("events.k8s.io", "events", "create", Some(ANY), None),
     ("events.k8s.io", "events", "patch", Some(ANY), None),
+    // koordlet/src/report/topology.rs: get, create when absent, merge-patch the annotation.
+    (
+        "topology.node.k8s.io",
+        "noderesourcetopologies",
+        "get",
+        None,
+        Some("any-node"),
+    ),
+    (
+        "topology.node.k8s.io",
+        "noderesourcetopologies",
+        "create",
+        None,
+        None,
+    ),
+    (
+        "topology.node.k8s.io",
+        "noderesourcetopologies",
+        "patch",
+        None,
+        Some("any-node"),
+    ),
 ];
 
 /// koord-scheduler-extender's caches (scheduler-extender/src/cluster.rs); it writes nothing.

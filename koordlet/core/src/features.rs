@@ -61,12 +61,13 @@ pub const IMPLEMENTED: &[&str] = &[
     "CPUSetAllocator",
     "CgroupReconcile",
     "SystemConfig",
+    "NodeTopologyReport",
 ];
 
 /// `koordlet --help` text of `--feature-gates` (kept equal to [`IMPLEMENTED`] by a test).
 pub const HELP: &str = "Feature gates, `Name=true|false,...` (upstream names and defaults). \
 Implemented: BECPUSuppress, BECPUEvict, BEMemoryEvict, CPUBurst, BatchResource, GroupIdentity \
-(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler), CgroupReconcile (memory QoS), SystemConfig. Every other upstream gate is \
+(cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler), CgroupReconcile (memory QoS), SystemConfig, NodeTopologyReport (cpu-basic-info only). Every other upstream gate is \
 accepted and does nothing; the enabled ones are named in a warning at start.";
 
 /// Whether `name` has code behind it (see [`IMPLEMENTED`]).
@@ -186,13 +187,10 @@ mod tests {
             let listed = HELP.split(['(', ')', ',', ' ', '.']).any(|w| w == *name);
             assert!(!listed, "--help names {name} as implemented");
         }
-        // Upstream's defaults: gates on that do nothing here.
-        assert_eq!(
-            FeatureGates::default().enabled_without_effect(),
-            vec!["NodeTopologyReport"]
-        );
-        let g = FeatureGates::parse("NodeTopologyReport=false").unwrap();
-        assert!(g.enabled_without_effect().is_empty());
+        // Upstream's defaults: every gate on by default has an effect here.
+        assert!(FeatureGates::default().enabled_without_effect().is_empty());
+        let g = FeatureGates::parse("Accelerators=true").unwrap();
+        assert_eq!(g.enabled_without_effect(), vec!["Accelerators"]);
         assert_eq!(g.iter().count(), GATES.len());
     }
 }

@@ -1,4 +1,5 @@
-//! NodeMetric status: what koord-manager reads to compute batch resources.
+//! NodeMetric status: what koord-manager reads to compute batch resources ([`topology`]: the
+//! node's NodeResourceTopology, the CPU facts of CPU normalization).
 //!
 //! [`build_status`] is pure: it reads windows from the metric stores and returns the status
 //! (time is an argument). [`publish`] is the edge: a JSON merge patch of `/status`.
@@ -16,6 +17,7 @@
 //!   with their priority class and QoS class names.
 
 mod publish;
+pub mod topology;
 
 pub use publish::{PublishError, publish};
 

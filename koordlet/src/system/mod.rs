@@ -15,6 +15,7 @@
 //! - [`resctrl`]: resctrl support detection, mount, facts, group schemata and tasks.
 //! - [`cpu_qos`]: which CPU QoS files (`cpu.idle`, `cpu.bvt_warp_ns`) the kernel has.
 //! - [`core_sched`]: core-scheduling cookies (`prctl(PR_SCHED_CORE)`) for a pod's threads.
+//! - [`cpu_info`]: the CPU facts of CPU normalization (model, vendor, hyper-threading, turbo).
 //! - [`cpuset`], [`cgroup_stats`], [`proc_stat`], [`meminfo`], [`psi`]: parsers that never panic.
 
 pub mod cgroup_file;
@@ -22,6 +23,7 @@ pub mod cgroup_stats;
 pub mod cgroupfs;
 pub mod confine;
 pub mod core_sched;
+pub mod cpu_info;
 pub mod cpu_qos;
 mod error;
 pub mod layout;

@@ -27,9 +27,9 @@ fn object(map: &mut Map<String, Value>, schema: &Value, root: bool, path: &str, 
     let embedded = root || flag(schema, "x-kubernetes-embedded-resource");
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
-        // The root's (and an embedded resource's) apiVersion, kind and metadata are the API
-        // server's own, whatever the schema says about them (a CRD may declare
-        // `metadata: {type: object}`, which must not prune the object's name).
+        // The type and the object metadata of a resource are the server's, not the schema's,
+        // even when the schema lists them (`metadata: {type: object}`, as the
+        // NodeResourceTopology CRD does): a real server never prunes them.
         if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
             continue;
         }
@@ -129,14 +129,17 @@ mod tests {
     }
 
     #[test]
-    fn declared_root_metadata_is_never_pruned() {
-        // Third-party CRDs (NodeResourceTopology) declare `metadata: {type: object}` at the root.
+    fn metadata_listed_in_the_schema_is_kept_whole() {
         let schema = json!({"type": "object", "properties": {
-            "metadata": {"type": "object"}, "apiVersion": {"type": "string"}, "zones": {"type": "array"}}});
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+            "zones": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        }});
         let mut obj = json!({"apiVersion": "x/v1", "kind": "X",
-            "metadata": {"name": "a", "annotations": {"k": "v"}}, "zones": []});
-        assert!(prune_and_default(&mut obj, &schema).is_empty());
+            "metadata": {"name": "a", "annotations": {"k": "v"}}, "zones": [{"name": "z", "bogus": 1}]});
+        let pruned = prune_and_default(&mut obj, &schema);
+        assert_eq!(pruned, [".zones[0].bogus"]);
         assert_eq!(obj["metadata"], json!({"name": "a", "annotations": {"k": "v"}}));
+        assert_eq!(obj["kind"], "X");
     }
 
     #[test]

@@ -1,0 +1,327 @@
+//! The node's NodeResourceTopology (gate `NodeTopologyReport`): koordlet keeps the annotation
+//! `node.koordinator.sh/cpu-basic-info` equal to the CPU facts it detects, which koord-manager
+//! turns into the node's CPU normalization ratio.
+//!
+//! Every round (`--node-topology-report-interval`) detects the facts again (a few small files)
+//! and reads the object: absent, it is created with `topologyPolicies: ["None"]`, no zones and
+//! the annotation; present with another value, only the annotation is merge-patched, so other
+//! writers' annotations and zones stay. Nothing else upstream puts on the object
+//! (`cpu-topology`, `cpu-shared-pools`, the kubelet CPU manager policy, zones) is reported.
+//!
+//! [`plan`] decides (pure); [`sync`] talks to the API server; [`run`] is the task with its
+//! retry pacing ([`next_delay`]) and one warning per failure streak ([`FailureStreak`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use koord_api::cpu_normalization::CpuBasicInfo;
+use koord_api::names::ANNOTATION_CPU_BASIC_INFO;
+use koord_api::topology::NodeResourceTopology;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tracing::{info, warn};
+
+use crate::system::SystemRoots;
+use crate::system::cpu_info::read_cpu_basic_info;
+
+/// The CRD's name, as a warning names it when it is not installed.
+pub const CRD_NAME: &str = "noderesourcetopologies.topology.node.k8s.io";
+
+/// The longest wait between two attempts, whatever the interval.
+const MAX_RETRY: Duration = Duration::from_secs(300);
+
+/// What a round does to the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopologyAction {
+    /// The object does not exist: create it with the annotation.
+    Create,
+    /// The annotation is missing or holds another value: merge-patch it.
+    Patch,
+    /// The annotation already holds the value.
+    Nothing,
+}
+
+/// Decides what a round does, from the object as read (`None`: absent) and the annotation
+/// value the detected facts give.
+pub fn plan(existing: Option<&NodeResourceTopology>, value: &str) -> TopologyAction {
+    match existing {
+        None => TopologyAction::Create,
+        Some(nrt) if nrt.annotation(ANNOTATION_CPU_BASIC_INFO) == Some(value) => TopologyAction::Nothing,
+        Some(_) => TopologyAction::Patch,
+    }
+}
+
+/// What a successful round did (the `result` label of the metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// The object was created.
+    Created,
+    /// The annotation was patched.
+    Updated,
+    /// Nothing to do.
+    Unchanged,
+}
+
+impl SyncOutcome {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            SyncOutcome::Created => "created",
+            SyncOutcome::Updated => "updated",
+            SyncOutcome::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// Why a round did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// The CPU facts could not be detected.
+    #[error("detecting the CPU facts: {0}")]
+    Detect(#[from] crate::system::SystemError),
+    /// The API server does not serve NodeResourceTopology (the CRD is not installed).
+    #[error("the CRD {CRD_NAME} is not installed: no NodeResourceTopology can be written")]
+    CrdMissing,
+    /// Any other API error.
+    #[error("NodeResourceTopology {name}: {source}")]
+    Api {
+        /// The object (the node's name).
+        name: String,
+        /// The error.
+        source: kube::Error,
+    },
+}
+
+impl TopologyError {
+    /// The metric label and the kind of a failure streak.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TopologyError::Detect(_) => "detect_error",
+            TopologyError::CrdMissing => "crd_missing",
+            TopologyError::Api { .. } => "error",
+        }
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Brings the node's NodeResourceTopology in line with `info`: creates it when absent, patches
+/// the one annotation when it differs, else does nothing.
+pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<SyncOutcome, TopologyError> {
+    let api_err = |source| TopologyError::Api {
+        name: node.to_owned(),
+        source,
+    };
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let value = info.to_annotation();
+    // A missing CRD answers 404 here too, which get_opt reads as "no object": create tells.
+    let existing = api.get_opt(node).await.map_err(api_err)?;
+    match plan(existing.as_ref(), &value) {
+        TopologyAction::Nothing => Ok(SyncOutcome::Unchanged),
+        TopologyAction::Patch => patch_annotation(&api, node, &value).await.map_err(api_err),
+        TopologyAction::Create => match create(&api, node, &value).await {
+            Ok(()) => Ok(SyncOutcome::Created),
+            Err(e) if is_not_found(&e) => Err(TopologyError::CrdMissing),
+            // Someone created it between the read and the create: patch theirs.
+            Err(e) if is_conflict(&e) => patch_annotation(&api, node, &value).await.map_err(api_err),
+            Err(e) => Err(api_err(e)),
+        },
+    }
+}
+
+async fn patch_annotation(
+    api: &Api<NodeResourceTopology>,
+    node: &str,
+    value: &str,
+) -> Result<SyncOutcome, kube::Error> {
+    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_CPU_BASIC_INFO: value } } });
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(SyncOutcome::Updated)
+}
+
+/// Creates the object.
+async fn create(api: &Api<NodeResourceTopology>, node: &str, value: &str) -> Result<(), kube::Error> {
+    let nrt = NodeResourceTopology::for_node(
+        node,
+        BTreeMap::from([(ANNOTATION_CPU_BASIC_INFO.to_owned(), value.to_owned())]),
+    );
+    api.create(&PostParams::default(), &nrt).await.map(|_| ())
+}
+
+/// The wait before the next round after `failures` failed rounds in a row (0: the last round
+/// succeeded) of the kind `last`: the interval after a success; a missing CRD is retried every
+/// five intervals; other failures back off from one second, doubling, up to the interval. Never
+/// more than five minutes, never less than the interval allows.
+pub fn next_delay(interval: Duration, failures: u32, last: Option<&str>) -> Duration {
+    let delay = match (failures, last) {
+        (0, _) => interval,
+        (_, Some("crd_missing")) => interval.saturating_mul(5),
+        (n, _) => Duration::from_secs(1u64 << (n - 1).min(16)).min(interval),
+    };
+    delay.min(MAX_RETRY.max(interval))
+}
+
+/// Logs a failure streak once: a warning when failures start or change kind, one line when
+/// the rounds succeed again.
+#[derive(Debug, Default)]
+pub struct FailureStreak {
+    kind: Option<&'static str>,
+    failures: u32,
+}
+
+impl FailureStreak {
+    /// Records a failure; true when it should be logged (first of its streak).
+    pub fn fail(&mut self, kind: &'static str) -> bool {
+        self.failures = self.failures.saturating_add(1);
+        let new = self.kind != Some(kind);
+        self.kind = Some(kind);
+        new
+    }
+
+    /// Records a success; the number of failures it ends (0: there was no streak).
+    pub fn succeed(&mut self) -> u32 {
+        self.kind = None;
+        std::mem::take(&mut self.failures)
+    }
+
+    /// Failed rounds in a row.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// The kind of the current streak.
+    pub fn kind(&self) -> Option<&'static str> {
+        self.kind
+    }
+}
+
+/// Keeps the node's NodeResourceTopology annotation current, every `interval` (sooner after an
+/// API error, later while the CRD is missing). Counts each round in `rounds` by result. Runs
+/// until aborted; never fails.
+pub async fn run(
+    client: Client,
+    node: String,
+    roots: SystemRoots,
+    interval: Duration,
+    rounds: Family<Vec<(String, String)>, Counter>,
+) {
+    let mut streak = FailureStreak::default();
+    loop {
+        let result = match read_cpu_basic_info(&roots) {
+            Ok(info) => sync(&client, &node, &info).await.map(|o| (o, info)),
+            Err(e) => Err(TopologyError::Detect(e)),
+        };
+        let label = match &result {
+            Ok((outcome, info)) => {
+                let ended = streak.succeed();
+                if ended > 0 {
+                    info!(node, failures = ended, "NodeResourceTopology report works again");
+                }
+                if *outcome != SyncOutcome::Unchanged {
+                    info!(node, result = outcome.label(), cpu_basic_info = %info.to_annotation(),
+                          "NodeResourceTopology cpu-basic-info written");
+                }
+                outcome.label()
+            }
+            Err(e) => {
+                let label = e.label();
+                if streak.fail(label) {
+                    match e {
+                        TopologyError::CrdMissing => warn!(
+                            node,
+                            crd = CRD_NAME,
+                            "NodeResourceTopology CRD not installed: cpu-basic-info is not reported (CPU normalization cannot see this node); retrying slowly"
+                        ),
+                        e => {
+                            warn!(node, error = %e, "NodeResourceTopology report failed; retrying (logged once until it works)")
+                        }
+                    }
+                }
+                label
+            }
+        };
+        rounds
+            .get_or_create(&vec![("result".to_owned(), label.to_owned())])
+            .inc();
+        tokio::time::sleep(next_delay(interval, streak.failures(), streak.kind())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn nrt(annotations: &[(&str, &str)]) -> NodeResourceTopology {
+        NodeResourceTopology::for_node(
+            "n",
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn plan_creates_patches_or_leaves_alone() {
+        let value = r#"{"cpuModel":"X","hyperThreadEnabled":true,"turboEnabled":false}"#;
+        assert_eq!(plan(None, value), TopologyAction::Create);
+        assert_eq!(plan(Some(&nrt(&[])), value), TopologyAction::Patch);
+        let other = nrt(&[("other", "1"), (ANNOTATION_CPU_BASIC_INFO, "{}")]);
+        assert_eq!(plan(Some(&other), value), TopologyAction::Patch);
+        let same = nrt(&[("other", "1"), (ANNOTATION_CPU_BASIC_INFO, value)]);
+        assert_eq!(plan(Some(&same), value), TopologyAction::Nothing);
+        let mut bare = nrt(&[]);
+        bare.metadata.annotations = None;
+        assert_eq!(plan(Some(&bare), value), TopologyAction::Patch);
+    }
+
+    #[test]
+    fn retry_pacing() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(next_delay(minute, 0, None), minute);
+        assert_eq!(next_delay(minute, 1, Some("error")), Duration::from_secs(1));
+        assert_eq!(next_delay(minute, 3, Some("error")), Duration::from_secs(4));
+        assert_eq!(next_delay(minute, 30, Some("error")), minute);
+        assert_eq!(
+            next_delay(minute, 1, Some("crd_missing")),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            next_delay(Duration::from_secs(1), 4, Some("crd_missing")),
+            Duration::from_secs(5)
+        );
+        // An interval beyond the cap is still honoured.
+        let hour = Duration::from_secs(3600);
+        assert_eq!(next_delay(hour, 0, None), hour);
+        assert_eq!(next_delay(hour, 2, Some("crd_missing")), hour);
+        assert_eq!(
+            next_delay(hour, 100, Some("error")),
+            Duration::from_secs(1 << 16).min(hour)
+        );
+    }
+
+    #[test]
+    fn one_warning_per_streak() {
+        let mut s = FailureStreak::default();
+        assert_eq!(s.succeed(), 0);
+        assert!(s.fail("error"));
+        assert!(!s.fail("error"));
+        assert!(!s.fail("error"));
+        assert!(s.fail("crd_missing"), "a new kind of failure is worth a line");
+        assert_eq!(s.failures(), 4);
+        assert_eq!(s.kind(), Some("crd_missing"));
+        assert_eq!(s.succeed(), 4);
+        assert_eq!((s.failures(), s.kind()), (0, None));
+        assert!(s.fail("error"), "a new streak warns again");
+    }
+}
