@@ -18,6 +18,8 @@ mod control;
 mod eviction;
 #[path = "scenarios/faults.rs"]
 mod faults;
+#[path = "scenarios/normalization.rs"]
+mod normalization;
 #[path = "scenarios/runtime_hooks.rs"]
 mod runtime_hooks;
 #[path = "scenarios/scheduling.rs"]

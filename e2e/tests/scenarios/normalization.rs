@@ -1,0 +1,231 @@
+//! CPU normalization end to end: koordlet reports the node's CPU model in its
+//! NodeResourceTopology, the manager turns `cpu-normalization-config` into the node's ratio and
+//! scales batch-cpu by it, and koordlet divides the BE pod's CFS quota by the same ratio. Mid
+//! resources: with `midUnallocatedPercent` the manager publishes `kubernetes.io/mid-cpu` and
+//! `mid-memory`, and a `koord-mid` pod mutated by the webhook runs on them.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use koord_api::ClusterColocationProfile;
+use koord_api::cpu_normalization::CpuBasicInfo;
+use koord_api::names::{ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_NORMALIZATION_RATIO};
+use koord_api::topology::NodeResourceTopology;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::colocation::{colocation, container_hash, pod_cgroup, read};
+use crate::common::{self, wait_for};
+use crate::env::{Env, Load, Wanted};
+
+const RATIO: &str = "1.25";
+
+/// What koordlet reported for `node`, once it has.
+async fn basic_info(env: &Env, node: &str) -> CpuBasicInfo {
+    let api: Api<NodeResourceTopology> = Api::all(env.client.clone());
+    let text = wait_for(
+        "koordlet's cpu-basic-info in the NodeResourceTopology",
+        Duration::from_secs(180),
+        async || {
+            api.get_opt(node)
+                .await
+                .ok()
+                .flatten()?
+                .annotation(ANNOTATION_CPU_BASIC_INFO)
+                .map(str::to_owned)
+        },
+    )
+    .await;
+    CpuBasicInfo::parse(&text).unwrap()
+}
+
+async fn node_ratio(env: &Env, node: &str) -> Option<String> {
+    Api::<Node>::all(env.client.clone())
+        .get(node)
+        .await
+        .ok()?
+        .metadata
+        .annotations?
+        .get(ANNOTATION_CPU_NORMALIZATION_RATIO)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_normalization_scales_batch_cpu_and_shrinks_be_quotas() {
+    let env = Env::start(Wanted::default()).await;
+    let mut cleanup = colocation(&env).await;
+    let ns = cleanup.ns().to_string();
+    let node = env.node_names().await.into_iter().next().unwrap();
+    let info = basic_info(&env, &node).await;
+    println!("koordlet reported {info:?}");
+    // The same ratio in every hyper-threading/turbo mode: the test does not depend on the machine.
+    let ratios = json!({"baseRatio": 1.25, "hyperThreadEnabledRatio": 1.25,
+                        "turboEnabledRatio": 1.25, "hyperThreadTurboEnabledRatio": 1.25});
+    let config = json!({"enable": true, "ratioModel": {info.cpu_model.clone(): ratios}});
+    cleanup
+        .set_config("cpu-normalization-config", &config.to_string())
+        .await
+        .unwrap();
+    wait_for(
+        "the node's ratio from the manager",
+        Duration::from_secs(120),
+        async || (node_ratio(&env, &node).await.as_deref() == Some(RATIO)).then_some(()),
+    )
+    .await;
+    // The ratio change makes the manager rewrite batch-cpu at once and say so.
+    wait_for(
+        "a BatchResourceUpdated Event with the ratio",
+        Duration::from_secs(120),
+        async || {
+            let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(env.client.clone());
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("BatchResourceUpdated")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node.as_str())
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains("cpu-normalization-ratio 1.25"))
+                })
+                .map(|e| println!("{}", e.note.unwrap_or_default()))
+        },
+    )
+    .await;
+
+    // A BE pod limited to 500 batch milli-cores: 50000 µs per 100 ms on baseline cores, so
+    // ceil(50000 / 1.25) = 40000 on this node.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    let resources =
+        json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}});
+    let pod = env.pod(
+        "normalized",
+        json!({"app": "normalized"}),
+        vec![env.container("main", Load::Idle, resources)],
+    );
+    common::wait_for_batch_cpu(&env.client, 100).await;
+    common::create_until_mutated_to_be(&pods, &pod).await;
+    let running = env.wait_running(&ns, "normalized").await;
+    let pod_node = running.spec.as_ref().unwrap().node_name.clone().unwrap();
+    let uid = running.metadata.uid.clone().unwrap();
+    let root = match env.cgroup_root(&pod_node) {
+        Ok(root) => root,
+        Err(reason) => {
+            println!("skipped: {reason} (the ratio was published)");
+            return;
+        }
+    };
+    let hash = container_hash(&running);
+    let found = wait_for(
+        "BE quota divided by the ratio",
+        Duration::from_secs(60),
+        async || {
+            let dir = pod_cgroup(&root, "cpu", &uid)?;
+            let pod_quota = read(&dir.join("cpu.cfs_quota_us"))?;
+            let container_quota = read(&dir.join(&hash).join("cpu.cfs_quota_us"))?;
+            (pod_quota == "40000" && container_quota == "40000").then_some(dir)
+        },
+    )
+    .await;
+    println!(
+        "{}: cpu.cfs_quota_us 40000 at pod and container level",
+        found.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koord_mid_pod_runs_on_mid_resources_from_the_unallocated_share() {
+    let env = Env::start(Wanted::default()).await;
+    let key = common::unique("e2e");
+    let mut cleanup = env
+        .namespace("mid", json!({"koord-e2e.koordinator.sh/mid": key}))
+        .await;
+    let ns = cleanup.ns().to_string();
+    let colocation = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        env.client.clone(),
+        koord_api::names::DEFAULT_CONFIG_NAMESPACE,
+    )
+    .get(koord_api::names::DEFAULT_SLO_CONFIG_NAME)
+    .await
+    .unwrap()
+    .data
+    .and_then(|d| d.get("colocation-config").cloned())
+    .unwrap_or_else(|| "{}".into());
+    let mut value: serde_json::Value = serde_json::from_str(&colocation).unwrap();
+    value["enable"] = json!(true);
+    value["midUnallocatedPercent"] = json!(50);
+    cleanup
+        .set_config("colocation-config", &value.to_string())
+        .await
+        .unwrap();
+    let profile = common::unique("e2e-mid");
+    let p: ClusterColocationProfile = serde_json::from_value(json!({
+        "metadata": {"name": profile},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"koord-e2e.koordinator.sh/mid": key}},
+            "qosClass": "LS", "priorityClassName": "koord-mid", "koordinatorPriority": 1000,
+            "labels": {"koord-e2e.koordinator.sh/mutated": "true"},
+        }
+    }))
+    .unwrap();
+    Api::<ClusterColocationProfile>::all(env.client.clone())
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+    cleanup.profiles.push(profile);
+
+    // Half of what prod pods leave unrequested: at least 100 mid milli-cores on some node.
+    let offered = wait_for("mid-cpu on a node", Duration::from_secs(180), async || {
+        let nodes = Api::<Node>::all(env.client.clone())
+            .list(&Default::default())
+            .await
+            .ok()?;
+        nodes.items.into_iter().find_map(|n| {
+            let q = n.status?.allocatable?.get("kubernetes.io/mid-cpu")?.clone();
+            let milli = koord_api::ExactQuantity::from_k8s(&q).ok()?.value();
+            (milli >= 100).then(|| (n.metadata.name.unwrap_or_default(), milli))
+        })
+    })
+    .await;
+    println!("{} offers mid-cpu {}", offered.0, offered.1);
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    let resources =
+        json!({"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}});
+    let pod = env.pod(
+        "mid",
+        json!({"app": "mid"}),
+        vec![env.container("main", Load::Idle, resources)],
+    );
+    let created = wait_for(
+        "the webhook's koord-mid mutation",
+        Duration::from_secs(60),
+        async || {
+            let created = pods.create(&PostParams::default(), &pod).await.ok()?;
+            let res = created.spec.as_ref()?.containers[0].resources.clone()?;
+            if res.requests.as_ref()?.contains_key("kubernetes.io/mid-cpu") {
+                return Some(created);
+            }
+            // Created before the webhook saw the profile: delete and retry.
+            let _ = pods.delete("mid", &Default::default()).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            None
+        },
+    )
+    .await;
+    let spec = created.spec.clone().unwrap();
+    let requests = spec.containers[0].resources.clone().unwrap().requests.unwrap();
+    assert!(!requests.contains_key("cpu"), "{requests:?}");
+    assert_eq!(
+        koord_api::ExactQuantity::from_k8s(&requests["kubernetes.io/mid-cpu"])
+            .map(koord_api::ExactQuantity::value),
+        Ok(100)
+    );
+    let running = env.wait_running(&ns, "mid").await;
+    println!(
+        "koord-mid pod running on {} with {:?}",
+        running.spec.unwrap().node_name.unwrap_or_default(),
+        requests
+    );
+}
