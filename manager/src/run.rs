@@ -12,7 +12,7 @@ use kube::{
     Api, Client, ResourceExt,
     runtime::{
         Controller, WatchStreamExt, controller,
-        events::{Recorder, Reporter},
+        events::Reporter,
         reflector::{self, ObjectRef},
         watcher,
     },
@@ -143,7 +143,7 @@ pub async fn run(
     } else {
         Leadership::always()
     };
-    let recorder = Recorder::new(
+    let recorder = koord_runtime::EventPublisher::new(
         client.clone(),
         Reporter {
             controller: "koord-manager".into(),

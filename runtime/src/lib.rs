@@ -12,6 +12,7 @@ mod admin;
 mod cli;
 mod duration;
 mod env_fallback;
+mod events;
 mod flag_values;
 mod input;
 mod kubeconfig;
@@ -29,6 +30,7 @@ pub use duration::{DurationError, parse_duration, parse_interval};
 pub use env_fallback::{
     EnvFallback, EnvFallbackUse, FallbackKind, apply_env_fallbacks, missing_fallback_args,
 };
+pub use events::{CLUSTER_SCOPED_EVENT_NAMESPACE, EventPublisher};
 pub use flag_values::{BoolError, ListenAddrError, parse_go_bool, parse_listen_addr};
 pub use input::{ReadInputError, read_file_or_stdin};
 pub use kubeconfig::{KubeconfigError, kube_client, kube_config};

@@ -10,7 +10,7 @@ use kube::{
     Api, Resource,
     runtime::{
         WatchStreamExt,
-        events::{Event, EventType, Recorder},
+        events::{Event, EventType},
         watcher,
     },
 };
@@ -52,7 +52,7 @@ pub struct ConfigWatch {
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Publishes Events on the ConfigMap.
-    pub recorder: Recorder,
+    pub recorder: koord_runtime::EventPublisher,
     /// Flipped when the config has been loaded.
     pub readiness: koord_runtime::Readiness,
 }

@@ -22,10 +22,7 @@ use std::{
 
 use jiff::Timestamp;
 use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::OwnerReference};
-use kube::{
-    Client, Resource,
-    runtime::{controller::Action, events::Recorder},
-};
+use kube::{Client, Resource, runtime::controller::Action};
 
 use crate::{
     config_state::ConfigState, leader::Leadership, metrics::Metrics, pod_index::PodIndex,
@@ -79,7 +76,7 @@ pub struct Context {
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Publishes Events.
-    pub recorder: Recorder,
+    pub recorder: koord_runtime::EventPublisher,
     /// Pods per node (noderesource).
     pub pods: PodIndex,
     /// NodeMetric reports per node (noderesource).

@@ -6,11 +6,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::{
-    Client,
-    client::Body,
-    runtime::events::{Recorder, Reporter},
-};
+use kube::{Client, client::Body, runtime::events::Reporter};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -49,7 +45,7 @@ fn context_with_registry(leader: bool) -> (Arc<Context>, Handle, prometheus_clie
         config: Arc::new(RwLock::new(state)),
         leadership,
         metrics: Arc::new(Metrics::register(&mut registry)),
-        recorder: Recorder::new(
+        recorder: koord_runtime::EventPublisher::new(
             client,
             Reporter {
                 controller: "koord-manager".into(),
@@ -211,7 +207,7 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
     let event = expect(
         &mut handle,
         Method::POST,
-        "/apis/events.k8s.io/v1/namespaces/default/events",
+        "/apis/events.k8s.io/v1/namespaces/kube-system/events",
         StatusCode::CREATED,
         json!({}),
     )
@@ -229,7 +225,7 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
     let event = expect(
         &mut handle,
         Method::POST,
-        "/apis/events.k8s.io/v1/namespaces/default/events",
+        "/apis/events.k8s.io/v1/namespaces/kube-system/events",
         StatusCode::CREATED,
         json!({}),
     )
