@@ -94,6 +94,8 @@ pub struct AgentSettings {
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
     pub health_addr: SocketAddr,
+    /// Peak prediction (`prodReclaimableMetric`).
+    pub prediction: crate::prediction::PredictionSettings,
 }
 
 /// Where the agent's pod list comes from.
@@ -146,6 +148,20 @@ impl AgentSettings {
             nri_socket: args.enable_nri_runtime_hook.then(|| args.nri_socket.clone()),
             metrics_addr: args.metrics_addr,
             health_addr: args.health_addr,
+            prediction: crate::prediction::PredictionSettings {
+                predict: koordlet_core::prediction::PredictSettings {
+                    cold_start: args.prediction_cold_start_duration,
+                    safety_margin_percent: args.prediction_safety_margin_percent,
+                },
+                cpu_half_life: args.prediction_cpu_histogram_decay_halflife,
+                memory_half_life: args.prediction_memory_histogram_decay_halflife,
+                training_interval: args.prediction_training_interval,
+                model_expiration: args.prediction_model_expiration_duration,
+                checkpoint_path: args
+                    .prediction_checkpoint_filepath
+                    .join(crate::prediction::checkpoint::FILE_NAME),
+                checkpoint_interval: args.prediction_model_checkpoint_interval,
+            },
         })
     }
 }
@@ -183,6 +199,8 @@ pub async fn run(
     let readiness = koord_runtime::Readiness::default();
     readiness.register("pods");
     let nri_telemetry = crate::nri::NriTelemetry::register(registry);
+    let prediction_telemetry =
+        crate::prediction::PredictionTelemetry::register(registry, telemetry.upstream.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let admin = serve_admin(&settings, Arc::new(root_registry), &readiness, &stop_rx).await?;
 
@@ -289,12 +307,21 @@ pub async fn run(
         &stop_rx,
     );
     spawn_topology_report(&mut tasks, &settings, &client, &telemetry);
+    let (prediction_tx, prediction_rx) = watch::channel(None);
+    tasks.spawn(crate::prediction::run(
+        crate::prediction::PredictServer::new(settings.prediction.clone()),
+        clock.clone(),
+        stores.clone(),
+        snap_rx.clone(),
+        prediction_tx,
+        prediction_telemetry,
+    ));
     tasks.spawn(report_node_metric(
         client,
         settings.node.clone(),
-        clock,
-        stores,
+        SharedMetrics { clock, stores },
         snap_rx,
+        prediction_rx,
         telemetry,
     ));
 
@@ -571,14 +598,14 @@ async fn collect_and_decide(
     }
 }
 
-/// Every `reportIntervalSeconds` of the NodeMetric spec: builds the status from the stores and
-/// patches it.
+/// Every `reportIntervalSeconds` of the NodeMetric spec: builds the status from the stores
+/// (and the peak predictor's latest result) and patches it.
 async fn report_node_metric(
     client: kube::Client,
     node: String,
-    clock: Arc<std::sync::Mutex<MetricClock>>,
-    stores: Arc<Mutex<Stores>>,
+    SharedMetrics { clock, stores }: SharedMetrics,
     snapshots: watch::Receiver<Snapshot>,
+    prediction: watch::Receiver<Option<Arc<koord_api::nodemetric::ReclaimableMetric>>>,
     telemetry: Telemetry,
 ) {
     let mut snapshots = snapshots;
@@ -599,6 +626,7 @@ async fn report_node_metric(
         last_report = tokio::time::Instant::now();
         let snapshot = snapshots.borrow().clone();
         let (now, wall) = read_clock(&clock);
+        let prod_reclaimable = prediction.borrow().clone();
         let mut status = {
             let stores = stores.lock().await;
             report::build_status(&ReportInput {
@@ -607,6 +635,7 @@ async fn report_node_metric(
                 pods: &snapshot.pods,
                 settings: &snapshot.node_metric,
                 now,
+                prod_reclaimable: prod_reclaimable.as_deref(),
             })
         };
         // Windows run on the metric clock; the report's time is the wall clock's.
@@ -633,7 +662,7 @@ fn unix_now_seconds() -> f64 {
 }
 
 /// The metric time now and its wall time (see [`MetricClock`]).
-fn read_clock(
+pub(crate) fn read_clock(
     clock: &std::sync::Mutex<MetricClock>,
 ) -> (crate::metrics::MetricTime, crate::metrics::MetricTime) {
     let mut clock = clock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -185,6 +185,39 @@ pub struct AgentArgs {
     /// one small GET per round, a write only when the value differs.
     #[arg(long, env = "KOORDLET_NODE_TOPOLOGY_REPORT_INTERVAL", default_value = "60s", value_parser = parse_interval)]
     pub node_topology_report_interval: Duration,
+    /// Peak prediction: a pod created less than this ago adds nothing to the pod predictor of
+    /// `prodReclaimableMetric` (its usage is not known well enough yet).
+    #[arg(long, env = "KOORDLET_PREDICTION_COLD_START_DURATION", default_value = "24h", value_parser = parse_any_duration)]
+    pub prediction_cold_start_duration: Duration,
+    /// Peak prediction: predicted peaks (p95 CPU, p98 memory) are raised by this percentage
+    /// before what is left of the requests counts as reclaimable.
+    #[arg(long, env = "KOORDLET_PREDICTION_SAFETY_MARGIN_PERCENT", default_value = "10")]
+    pub prediction_safety_margin_percent: u32,
+    /// Peak prediction: half-life of the CPU usage histograms (a sample this much older counts
+    /// half).
+    #[arg(long, env = "KOORDLET_PREDICTION_CPU_HISTOGRAM_DECAY_HALFLIFE", default_value = "12h", value_parser = parse_positive_duration)]
+    pub prediction_cpu_histogram_decay_halflife: Duration,
+    /// Peak prediction: half-life of the memory usage histograms.
+    #[arg(long, env = "KOORDLET_PREDICTION_MEMORY_HISTOGRAM_DECAY_HALFLIFE", default_value = "24h", value_parser = parse_positive_duration)]
+    pub prediction_memory_histogram_decay_halflife: Duration,
+    /// Peak prediction: time between two trainings (each model gets its newest usage sample)
+    /// and predictions.
+    #[arg(long, env = "KOORDLET_PREDICTION_TRAINING_INTERVAL", default_value = "1m", value_parser = parse_interval)]
+    pub prediction_training_interval: Duration,
+    /// Peak prediction: a model without a new sample for this long (its pod is gone) is dropped.
+    #[arg(long, env = "KOORDLET_PREDICTION_MODEL_EXPIRATION_DURATION", default_value = "30m", value_parser = parse_positive_duration)]
+    pub prediction_model_expiration_duration: Duration,
+    /// Peak prediction: directory of the model checkpoint (one file, `prediction-models.json`,
+    /// replaced atomically); loaded at start so a restart keeps the learnt peaks.
+    #[arg(
+        long,
+        env = "KOORDLET_PREDICTION_CHECKPOINT_FILEPATH",
+        default_value = "/prediction-checkpoints"
+    )]
+    pub prediction_checkpoint_filepath: PathBuf,
+    /// Peak prediction: time between two checkpoints.
+    #[arg(long, env = "KOORDLET_PREDICTION_MODEL_CHECKPOINT_INTERVAL", default_value = "10m", value_parser = parse_positive_duration)]
+    pub prediction_model_checkpoint_interval: Duration,
     /// Feature gates, `Name=true|false,...` (upstream names and defaults).
     #[arg(long, env = "KOORDLET_FEATURE_GATES", default_value = "", long_help = koordlet_core::features::HELP)]
     pub feature_gates: String,
@@ -233,6 +266,20 @@ fn parse_interval(text: &str) -> Result<Duration, IntervalError> {
     let d = koord_runtime::parse_duration(text)?;
     if d < Duration::from_millis(100) {
         return Err(IntervalError::OutOfRange("at least 100ms"));
+    }
+    Ok(d)
+}
+
+/// Parses any duration, zero included.
+fn parse_any_duration(text: &str) -> Result<Duration, IntervalError> {
+    Ok(koord_runtime::parse_duration(text)?)
+}
+
+/// Parses a duration above zero.
+fn parse_positive_duration(text: &str) -> Result<Duration, IntervalError> {
+    let d = koord_runtime::parse_duration(text)?;
+    if d.is_zero() {
+        return Err(IntervalError::OutOfRange("above zero"));
     }
     Ok(d)
 }

@@ -13,6 +13,7 @@
 //! - [`resctrl_loop`]: the class groups' cache and bandwidth (resctrl) and their tasks.
 //! - [`suppress_loop`]: the 50 ms fast loop of CPU suppress on a few node-level counters.
 //! - [`states`]: the node's Node, Pods, NodeSLO and NodeMetric spec as one snapshot.
+//! - [`prediction`]: the peak predictor behind the NodeMetric's `prodReclaimableMetric`.
 
 pub mod act;
 pub mod agent;
@@ -27,6 +28,7 @@ pub mod gather;
 pub mod metrics;
 pub mod nri;
 pub mod plan;
+pub mod prediction;
 pub mod qos_loop;
 pub mod report;
 pub mod resctrl_loop;

@@ -11,6 +11,7 @@
 //! | `koordlet_be_suppress_ls_used_cpu_cores{node}` | non-BE usage (pods and host applications) of its last tick |
 //! | `koordlet_be_suppress_be_used_cpu_cores{node}` | BE usage of its last tick |
 //! | `koordlet_pod_eviction{node,reason}` | evictions carried out, by the strategy's reason |
+//! | `koordlet_node_predicted_resource_reclaimable{node,predictor,resource,unit}` | the peak predictor's prod-reclaimable result per predictor (`podReclaimablePredictor`, `priorityReclaimablePredictor`, `minPredictor`); cpu in `core`, memory in `byte`; absent while no prediction is made |
 
 use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
@@ -52,6 +53,17 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// `predictor`, `resource` and `unit` of `koordlet_node_predicted_resource_reclaimable`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PredictorLabels {
+    /// `podReclaimablePredictor`, `priorityReclaimablePredictor` or `minPredictor`.
+    pub predictor: String,
+    /// `cpu` or `memory`.
+    pub resource: String,
+    /// `core` or `byte`.
+    pub unit: String,
+}
+
 /// Upstream-named series; cheap to clone (shared handles).
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamMetrics {
@@ -63,6 +75,7 @@ pub struct UpstreamMetrics {
     suppress_ls_used: FloatGauge,
     suppress_be_used: FloatGauge,
     evictions: Family<ReasonLabels, UnsuffixedCounter>,
+    predicted_reclaimable: Family<PredictorLabels, FloatGauge>,
 }
 
 impl UpstreamMetrics {
@@ -111,7 +124,56 @@ impl UpstreamMetrics {
             "Pods evicted by koordlet, by reason",
             m.evictions.clone(),
         );
+        r.register(
+            "node_predicted_resource_reclaimable",
+            "Prod-reclaimable resources predicted by the peak predictor, by predictor (cpu in cores, memory in bytes)",
+            m.predicted_reclaimable.clone(),
+        );
         m
+    }
+
+    /// Records a prediction: each predictor's result, CPU in whole milli-cores as cores,
+    /// memory in whole bytes (as the NodeMetric carries them).
+    pub fn record_predicted_reclaimable(&self, prediction: &koordlet_core::prediction::ProdReclaimable) {
+        for (predictor, amounts) in [
+            ("podReclaimablePredictor", prediction.pod.result),
+            ("priorityReclaimablePredictor", prediction.priority.result),
+            ("minPredictor", prediction.result),
+        ] {
+            for (resource, unit, value) in [
+                (
+                    "cpu",
+                    "core",
+                    (amounts.cpu_cores.max(0.0) * 1000.0).floor() / 1000.0,
+                ),
+                ("memory", "byte", amounts.memory_bytes.max(0.0).floor()),
+            ] {
+                self.predicted_reclaimable
+                    .get_or_create(&PredictorLabels {
+                        predictor: predictor.to_owned(),
+                        resource: resource.to_owned(),
+                        unit: unit.to_owned(),
+                    })
+                    .set(value);
+            }
+        }
+    }
+
+    /// Removes the prediction series (no prediction this round: stale numbers would mislead).
+    pub fn clear_predicted_reclaimable(&self) {
+        self.predicted_reclaimable.clear();
+    }
+
+    /// The predicted reclaimable value of one series now.
+    pub fn predicted_reclaimable(&self, predictor: &str, resource: &str) -> Option<f64> {
+        let unit = if resource == "cpu" { "core" } else { "byte" };
+        self.predicted_reclaimable
+            .get(&PredictorLabels {
+                predictor: predictor.to_owned(),
+                resource: resource.to_owned(),
+                unit: unit.to_owned(),
+            })
+            .map(|g| g.get())
     }
 
     /// Records the start time, `unix_seconds`.
@@ -267,6 +329,36 @@ mod tests {
         m.record_suppress(SuppressMode::Off, None, &usage);
         assert_eq!(m.suppress_cores("cpuset"), None);
         assert!(!text(&registry).contains("be_suppress_cpu_cores{"));
+    }
+
+    #[test]
+    fn predicted_reclaimable_per_predictor_and_cleared_when_unavailable() {
+        use koordlet_core::prediction::{Amounts, ProdReclaimable};
+        let mut registry = Registry::with_prefix("koordlet");
+        let m = UpstreamMetrics::register(&mut registry, "n");
+        let mut prediction = ProdReclaimable {
+            pod: Default::default(),
+            priority: Default::default(),
+            result: Amounts::new(1.2345, 1024.7),
+        };
+        prediction.pod.result = Amounts::new(2.0, 4096.0);
+        prediction.priority.result = Amounts::new(1.2345, 1024.7);
+        m.record_predicted_reclaimable(&prediction);
+        let text = text(&registry);
+        for line in [
+            r#"koordlet_node_predicted_resource_reclaimable{node="n",predictor="minPredictor",resource="cpu",unit="core"} 1.234"#,
+            r#"koordlet_node_predicted_resource_reclaimable{node="n",predictor="minPredictor",resource="memory",unit="byte"} 1024.0"#,
+            r#"koordlet_node_predicted_resource_reclaimable{node="n",predictor="podReclaimablePredictor",resource="cpu",unit="core"} 2.0"#,
+            r#"koordlet_node_predicted_resource_reclaimable{node="n",predictor="priorityReclaimablePredictor",resource="memory",unit="byte"} 1024.0"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert_eq!(
+            m.predicted_reclaimable("podReclaimablePredictor", "memory"),
+            Some(4096.0)
+        );
+        m.clear_predicted_reclaimable();
+        assert_eq!(m.predicted_reclaimable("minPredictor", "cpu"), None);
     }
 
     #[test]

@@ -354,6 +354,7 @@ fn report_status_from_stores_with_a_fake_clock() {
         pods: &pods,
         settings: &settings,
         now,
+        prod_reclaimable: None,
     });
     let node = status.node_metric.as_ref().unwrap();
     // Last 300 s inclusive = 301 samples of the 1..=10 cycle: avg ≈ 5.5 cores.

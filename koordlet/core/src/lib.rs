@@ -11,6 +11,7 @@
 //! - [`cpuset`]: CPU lists.
 //! - [`pod`]: the facts about one pod every part needs, resolved once.
 //! - [`features`]: feature gates with upstream's names and defaults.
+//! - [`prediction`]: decaying usage histograms and the prod-reclaimable peak predictors.
 //! - [`resctrl`]: schemata lines, resctrl tree facts, class groups and the schemata write.
 //! - [`strategies`]: be_limits, cpu_suppress, cpu_burst, cpu_evict, memory_evict, cpu_qos,
 //!   fast suppress and the engine.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod features;
 pub mod paths;
 pub mod pod;
+pub mod prediction;
 pub mod resctrl;
 pub mod resource;
 pub mod strategies;

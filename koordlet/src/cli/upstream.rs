@@ -272,6 +272,72 @@ mod tests {
     }
 
     #[test]
+    fn prediction_flags_take_upstream_names_and_defaults() {
+        use std::time::Duration;
+        let (args, _) = parse(["koordlet"], &no_env).unwrap();
+        let a = args.agent;
+        assert_eq!(a.prediction_cold_start_duration, Duration::from_secs(24 * 3600));
+        assert_eq!(a.prediction_safety_margin_percent, 10);
+        assert_eq!(
+            a.prediction_cpu_histogram_decay_halflife,
+            Duration::from_secs(12 * 3600)
+        );
+        assert_eq!(
+            a.prediction_memory_histogram_decay_halflife,
+            Duration::from_secs(24 * 3600)
+        );
+        assert_eq!(a.prediction_training_interval, Duration::from_secs(60));
+        assert_eq!(a.prediction_model_expiration_duration, Duration::from_secs(1800));
+        assert_eq!(
+            a.prediction_checkpoint_filepath,
+            Path::new("/prediction-checkpoints")
+        );
+        assert_eq!(a.prediction_model_checkpoint_interval, Duration::from_secs(600));
+        let (args, _) = parse(
+            [
+                "koordlet",
+                "-prediction-cold-start-duration=0s",
+                "--prediction-safety-margin-percent=25",
+                "--prediction-cpu-histogram-decay-halflife=1h",
+                "--prediction-memory-histogram-decay-halflife",
+                "2h30m",
+                "--prediction-training-interval=1s",
+                "--prediction-model-expiration-duration=5m",
+                "--prediction-checkpoint-filepath=/var/lib/koordlet/prediction",
+                "--prediction-model-checkpoint-interval=30s",
+            ],
+            &no_env,
+        )
+        .unwrap();
+        let a = args.agent;
+        assert_eq!(a.prediction_cold_start_duration, Duration::ZERO);
+        assert_eq!(a.prediction_safety_margin_percent, 25);
+        assert_eq!(
+            a.prediction_cpu_histogram_decay_halflife,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            a.prediction_memory_histogram_decay_halflife,
+            Duration::from_secs(9000)
+        );
+        assert_eq!(a.prediction_training_interval, Duration::from_secs(1));
+        assert_eq!(a.prediction_model_expiration_duration, Duration::from_secs(300));
+        assert_eq!(
+            a.prediction_checkpoint_filepath,
+            Path::new("/var/lib/koordlet/prediction")
+        );
+        assert_eq!(a.prediction_model_checkpoint_interval, Duration::from_secs(30));
+        for bad in [
+            "--prediction-cpu-histogram-decay-halflife=0s",
+            "--prediction-training-interval=10ms",
+            "--prediction-safety-margin-percent=-1",
+            "--prediction-cold-start-duration=soon",
+        ] {
+            assert!(parse(["koordlet", bad], &no_env).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn unknown_flags_are_still_errors() {
         for argv in [
             ["koordlet", "--no-such-flag"],

@@ -15,6 +15,8 @@
 //!   one-minute summaries, so their percentiles are approximate within a minute's spread.
 //! - `podsMetric`: pods of the snapshot with samples in the window, sorted by namespace/name,
 //!   with their priority class and QoS class names.
+//! - `prodReclaimableMetric`: the peak predictor's latest result ([`crate::prediction`]); while
+//!   there is none the patch sends `null`, so a stale prediction never outlives its models.
 
 mod publish;
 pub mod topology;
@@ -28,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use koord_api::NodeMetricStatus;
 use koord_api::nodemetric::{
-    AggregatedUsage, MemoryCollectPolicy, NodeMetricInfo, PodMetricInfo, ResourceMap,
+    AggregatedUsage, MemoryCollectPolicy, NodeMetricInfo, PodMetricInfo, ReclaimableMetric, ResourceMap,
 };
 
 use crate::metrics::{MetricKind, MetricStore, MetricTime, SeriesKey, WindowStats};
@@ -59,6 +61,8 @@ pub struct ReportInput<'a> {
     pub settings: &'a NodeMetricSettings,
     /// Now (the report's `updateTime`).
     pub now: MetricTime,
+    /// The peak predictor's latest result (`None`: no prediction; the field is cleared).
+    pub prod_reclaimable: Option<&'a ReclaimableMetric>,
 }
 
 fn cpu_quantity(cores: f64) -> Quantity {
@@ -70,7 +74,8 @@ fn memory_quantity(bytes: f64) -> Quantity {
     Quantity(format!("{}", bytes.max(0.0) as i64))
 }
 
-fn resource_map(cpu: Option<f64>, memory: Option<f64>) -> ResourceMap {
+/// CPU (cores, written as milli-cores) and memory (bytes) as a NodeMetric resource map.
+pub(crate) fn resource_map(cpu: Option<f64>, memory: Option<f64>) -> ResourceMap {
     let mut resources = BTreeMap::new();
     if let Some(c) = cpu {
         resources.insert("cpu".to_string(), cpu_quantity(c));
@@ -168,7 +173,7 @@ pub fn build_status(input: &ReportInput<'_>) -> NodeMetricStatus {
         node_metric: Some(node_metric),
         pods_metric: Some(pods_metric),
         host_application_metric: None,
-        prod_reclaimable_metric: None,
+        prod_reclaimable_metric: input.prod_reclaimable.cloned(),
         prod_peak_metric: None,
     }
 }

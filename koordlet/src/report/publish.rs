@@ -23,7 +23,13 @@ pub enum PublishError {
 /// Writes `status` to the NodeMetric named `node` (merge patch on `/status`).
 pub async fn publish(client: &Client, node: &str, status: &NodeMetricStatus) -> Result<(), PublishError> {
     let api: Api<NodeMetric> = Api::all(client.clone());
-    let patch = serde_json::json!({ "status": status });
+    let mut patch = serde_json::json!({ "status": status });
+    // A merge patch keeps fields it does not mention: clear a prediction that is gone.
+    if status.prod_reclaimable_metric.is_none()
+        && let Some(fields) = patch.get_mut("status").and_then(|s| s.as_object_mut())
+    {
+        fields.insert("prodReclaimableMetric".to_string(), serde_json::Value::Null);
+    }
     match api
         .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await

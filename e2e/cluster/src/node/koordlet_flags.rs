@@ -22,6 +22,13 @@ impl NodeInfo {
             format!("--kubelet-url=http://127.0.0.1:{}", self.kubelet_port),
             // A simulated node has no container runtime of its own: never hook the host's.
             "--enable-nri-runtime-hook=false".into(),
+            // Nodes of one host must not share (or load each other's) prediction models.
+            format!(
+                "--prediction-checkpoint-filepath={}",
+                std::env::temp_dir()
+                    .join(format!("koord-prediction-{}", self.name))
+                    .display()
+            ),
         ]
     }
 }
@@ -53,6 +60,10 @@ mod tests {
                 "--pods-source=kubelet",
                 "--kubelet-url=http://127.0.0.1:10250",
                 "--enable-nri-runtime-hook=false",
+                &format!(
+                    "--prediction-checkpoint-filepath={}",
+                    std::env::temp_dir().join("koord-prediction-n1").display()
+                ),
             ]
         );
     }
