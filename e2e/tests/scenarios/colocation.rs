@@ -25,16 +25,22 @@ pub(crate) fn read(path: &Path) -> Option<String> {
 /// A colocation namespace and a profile (no `schedulerName`: no koord-scheduler runs) that
 /// makes every pod in it BE with batch priority.
 pub(crate) async fn colocation(env: &Env) -> Cleanup {
+    profiled_namespace(env, "coloc", "BE", "koord-batch").await
+}
+
+/// A namespace (name prefix `prefix`) and a profile that gives every pod in it QoS class `qos`
+/// and priority class `priority_class`.
+pub(crate) async fn profiled_namespace(env: &Env, prefix: &str, qos: &str, priority_class: &str) -> Cleanup {
     let key = common::unique("e2e");
     let mut cleanup = env
-        .namespace("coloc", json!({"koord-e2e.koordinator.sh/colocation": key}))
+        .namespace(prefix, json!({"koord-e2e.koordinator.sh/colocation": key}))
         .await;
     let profile = common::unique("e2e-profile");
     let p: ClusterColocationProfile = serde_json::from_value(json!({
         "metadata": {"name": profile},
         "spec": {
             "namespaceSelector": {"matchLabels": {"koord-e2e.koordinator.sh/colocation": key}},
-            "qosClass": "BE", "priorityClassName": "koord-batch", "koordinatorPriority": 1000,
+            "qosClass": qos, "priorityClassName": priority_class, "koordinatorPriority": 1000,
             "labels": {"koord-e2e.koordinator.sh/mutated": "true"},
         }
     }))

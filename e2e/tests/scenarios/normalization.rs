@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use koord_api::ClusterColocationProfile;
 use koord_api::cpu_normalization::CpuBasicInfo;
 use koord_api::names::{ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_NORMALIZATION_RATIO};
 use koord_api::topology::NodeResourceTopology;
@@ -15,7 +14,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::colocation::{colocation, container_hash, pod_cgroup, read};
+use crate::colocation::{colocation, container_hash, pod_cgroup, profiled_namespace, read};
 use crate::common::{self, wait_for};
 use crate::env::{Env, Load, Wanted};
 
@@ -137,10 +136,7 @@ async fn cpu_normalization_scales_batch_cpu_and_shrinks_be_quotas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn koord_mid_pod_runs_on_mid_resources_from_the_unallocated_share() {
     let env = Env::start(Wanted::default()).await;
-    let key = common::unique("e2e");
-    let mut cleanup = env
-        .namespace("mid", json!({"koord-e2e.koordinator.sh/mid": key}))
-        .await;
+    let mut cleanup = profiled_namespace(&env, "mid", "LS", "koord-mid").await;
     let ns = cleanup.ns().to_string();
     let colocation = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
         env.client.clone(),
@@ -159,21 +155,6 @@ async fn koord_mid_pod_runs_on_mid_resources_from_the_unallocated_share() {
         .set_config("colocation-config", &value.to_string())
         .await
         .unwrap();
-    let profile = common::unique("e2e-mid");
-    let p: ClusterColocationProfile = serde_json::from_value(json!({
-        "metadata": {"name": profile},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"koord-e2e.koordinator.sh/mid": key}},
-            "qosClass": "LS", "priorityClassName": "koord-mid", "koordinatorPriority": 1000,
-            "labels": {"koord-e2e.koordinator.sh/mutated": "true"},
-        }
-    }))
-    .unwrap();
-    Api::<ClusterColocationProfile>::all(env.client.clone())
-        .create(&PostParams::default(), &p)
-        .await
-        .unwrap();
-    cleanup.profiles.push(profile);
 
     // Half of what prod pods leave unrequested: at least 100 mid milli-cores on some node.
     let offered = wait_for("mid-cpu on a node", Duration::from_secs(180), async || {

@@ -201,15 +201,21 @@ async fn explain_mid(ctx: &Context, node: &Node, name: &str, mid: &MidOutcome, r
     };
     let note = mid.to_string();
     tracing::info!(node = name, reason = ?reason, "{event_reason}: {note}");
+    node_event(ctx, node, name, event_reason, note, "UpdateNodeStatus").await;
+}
+
+/// A Normal Event on the Node; a failure to publish is logged, never an error of the reconcile.
+async fn node_event(ctx: &Context, node: &Node, name: &str, reason: &str, note: String, action: &str) {
     let event = Event {
         type_: EventType::Normal,
-        reason: event_reason.to_owned(),
+        reason: reason.to_owned(),
+        // The Events API caps notes at 1 KiB.
         note: Some(note.chars().take(1000).collect()),
-        action: "UpdateNodeStatus".to_owned(),
+        action: action.to_owned(),
         secondary: None,
     };
     if let Err(error) = ctx.recorder.publish(&event, &node.object_ref(&())).await {
-        tracing::warn!(node = name, %error, "could not publish the mid resource Event");
+        tracing::warn!(node = name, %error, reason, "could not publish the Node Event");
     }
 }
 
@@ -274,16 +280,15 @@ async fn write_normalization(
         return Ok(true);
     }
     tracing::info!(node = name, "CPUNormalizationRatioUpdated: {note}");
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "CPUNormalizationRatioUpdated".to_owned(),
-        note: Some(note),
-        action: "UpdateNodeMeta".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &node.object_ref(&())).await {
-        tracing::warn!(node = name, %error, "could not publish the normalization Event");
-    }
+    node_event(
+        ctx,
+        node,
+        name,
+        "CPUNormalizationRatioUpdated",
+        note,
+        "UpdateNodeMeta",
+    )
+    .await;
     Ok(true)
 }
 
@@ -327,15 +332,5 @@ async fn explain(
         }
     };
     tracing::info!(node = name, reason = ?reason, "{event_reason}: {note}");
-    let event = Event {
-        type_: EventType::Normal,
-        reason: event_reason.to_owned(),
-        // The Events API caps notes at 1 KiB.
-        note: Some(note.chars().take(1000).collect()),
-        action: "UpdateNodeStatus".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &node.object_ref(&())).await {
-        tracing::warn!(node = name, %error, "could not publish the batch Event");
-    }
+    node_event(ctx, node, name, event_reason, note, "UpdateNodeStatus").await;
 }
