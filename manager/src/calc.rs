@@ -260,16 +260,22 @@ pub fn calc(input: &str, now: Timestamp) -> Result<CalcOutput, CalcError> {
         reports.insert(metric.object.metadata.name.clone().unwrap_or_default(), report);
     }
 
+    // Each node's NodeResourceTopology (the first document of a name counts).
+    let mut basic_infos: HashMap<&str, Option<&str>> = HashMap::new();
+    for topology in &inputs.topologies {
+        if let Some(name) = topology.object.metadata.name.as_deref() {
+            basic_infos
+                .entry(name)
+                .or_insert_with(|| topology.object.annotation(names::ANNOTATION_CPU_BASIC_INFO));
+        }
+    }
+
     let mut nodes = Vec::new();
     for node in &inputs.nodes {
         let name = node.object.metadata.name.clone().unwrap_or_default();
         let effective = desired::effective(&state, &node.object);
         let pods = pods_by_node.get(&name).map(Vec::as_slice).unwrap_or(&[]);
-        let basic_info = inputs
-            .topologies
-            .iter()
-            .find(|t| t.object.metadata.name.as_deref() == Some(name.as_str()))
-            .and_then(|t| t.object.annotation(names::ANNOTATION_CPU_BASIC_INFO));
+        let basic_info = basic_infos.get(name.as_str()).copied().flatten();
         let plan = plan_node_batch(
             &state,
             &effective,
