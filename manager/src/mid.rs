@@ -183,10 +183,7 @@ pub fn calculate(
         .filter(|app| app.above_mid)
         .map(|app| app.usage)
         .sum();
-    let kubelet_reserved = capacity.minus(node.allocatable).floor_zero();
-    let reserved = system_usage
-        .plus(prod_host_applications)
-        .max(kubelet_reserved.max(node.annotated_reservation));
+    let reserved = system_usage.plus(prod_host_applications).max(node.reserved());
     let prod_requested: Amounts = pods
         .iter()
         .filter(|p| p.active && p.high_priority && !p.mid)

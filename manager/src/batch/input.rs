@@ -23,6 +23,18 @@ pub struct NodeFacts {
     pub third_party_batch: Amounts,
 }
 
+impl NodeFacts {
+    /// `max(capacity − allocatable, 0)`: what the kubelet reserves.
+    pub fn kubelet_reserved(&self) -> Amounts {
+        self.capacity.minus(self.allocatable).floor_zero()
+    }
+
+    /// The larger of the kubelet's and the annotated reservation, per resource.
+    pub fn reserved(&self) -> Amounts {
+        self.kubelet_reserved().max(self.annotated_reservation)
+    }
+}
+
 /// One pod bound to the node, as far as the formula cares.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodFacts {

@@ -48,8 +48,8 @@ pub fn collect_terms(
     let capacity = node.capacity;
     let margin =
         Amounts::from_fn(|r| percent_of(capacity.get(r), 100i64.saturating_sub(reclaim_percent.get(r))));
-    let kubelet_reserved = capacity.minus(node.allocatable).floor_zero();
-    let reserved = kubelet_reserved.max(node.annotated_reservation);
+    let kubelet_reserved = node.kubelet_reserved();
+    let reserved = node.reserved();
     let host_applications: Amounts = report
         .host_applications
         .iter()
