@@ -10,6 +10,9 @@
 #   scripts/real-cluster.sh down      stop everything, remove every mount, netns and cgroup
 #   scripts/real-cluster.sh restart COMPONENT [DOWN_SECONDS]   stop etcd, kube-apiserver, kubelet
 #                                     or containerd, keep it down DOWN_SECONDS, start it again
+#   scripts/real-cluster.sh upstream-release  replace our release with an upstream-shaped one
+#   scripts/real-cluster.sh take-over         scripts/migrate-from-upstream.sh on this cluster
+#   scripts/real-cluster.sh migration-test    the migration scenario (uses the two above; run last)
 #   scripts/real-cluster.sh kubectl ARGS...   kubectl against the cluster (inside its netns)
 #   scripts/real-cluster.sh exec CMD ARGS...  any command inside the cluster's netns
 #
@@ -193,32 +196,42 @@ cmd_up() {
     log "cluster up in $((SECONDS - start)) s; kubeconfig: $OUT/kubeconfig (use: $0 kubectl get nodes)"
 }
 
+# image_tag: the tag our images are built with (the workspace version).
+image_tag() { sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml; }
+
+# chart_set_args: the `--set` arguments that point charts/koordinator at this cluster's images
+# and set-up, one per line.
+chart_set_args() {
+    local tag c image
+    tag="$(image_tag)"
+    # koord-scheduler: the cluster's own kube-scheduler build, tagged with its version.
+    printf '%s\n' --set "scheduler.image.repository=$IMAGE_PREFIX/kube-scheduler" \
+        --set "scheduler.image.tag=$("$K8S_BIN/kube-scheduler" --version | awk '{print $2}')" \
+        --set "scheduler.image.pullPolicy=Never" \
+        --set "schedulerExtender.clusterIP=$EXTENDER_SERVICE_IP" \
+        --set "koordlet.nri.socketDir=$RUN/nri"
+    # (no cluster DNS here: the extender has a fixed Service IP the scheduler pods reach by
+    # hostAliases; koordlet's runtime hooks: this cluster's containerd serves NRI in its run dir)
+    for c in manager webhook koordlet schedulerExtender; do
+        image=koord-$c
+        [[ $c == koordlet ]] && image=koordlet
+        [[ $c == schedulerExtender ]] && image=koord-scheduler-extender
+        printf '%s\n' --set "$c.image.repository=$IMAGE_PREFIX/$image" --set "$c.image.tag=$tag" \
+            --set "$c.image.pullPolicy=Never"
+    done
+}
+
 cmd_install() {
     require_own_cluster
     local start=$SECONDS helm tag
-    helm="${HELM:-}"
-    [[ -n "$helm" ]] || helm="$(scripts/install-helm.sh)" || die "helm could not be installed"
-    tag="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)"
+    helm="$(helm_bin)"
+    tag="$(image_tag)"
     log "building and importing the koord-manager, koord-webhook, koord-scheduler-extender, koordlet, kube-scheduler and koord-e2e-busy images"
     CTR="$DEBS_ROOT/usr/bin/ctr" CTR_ADDRESS="$RUN/containerd/containerd.sock" \
         scripts/build-images.sh --out "$OUT/images" --repository "$IMAGE_PREFIX" --tag "$tag" --import \
         --profile "${KOORD_IMAGE_PROFILE:-release}" --e2e-busy --kube-scheduler "$K8S_BIN/kube-scheduler"
-    local set=() c
-    # koord-scheduler: the cluster's own kube-scheduler build, tagged with its version.
-    set+=(--set "scheduler.image.repository=$IMAGE_PREFIX/kube-scheduler"
-        --set "scheduler.image.tag=$("$K8S_BIN/kube-scheduler" --version | awk '{print $2}')"
-        --set "scheduler.image.pullPolicy=Never"
-        # no cluster DNS here: a fixed Service IP the scheduler pods reach by hostAliases
-        --set "schedulerExtender.clusterIP=$EXTENDER_SERVICE_IP"
-        # koordlet's runtime hooks: this cluster's containerd serves NRI in its own run dir
-        --set "koordlet.nri.socketDir=$RUN/nri")
-    for c in manager webhook koordlet schedulerExtender; do
-        local image=koord-$c
-        [[ $c == koordlet ]] && image=koordlet
-        [[ $c == schedulerExtender ]] && image=koord-scheduler-extender
-        set+=(--set "$c.image.repository=$IMAGE_PREFIX/$image" --set "$c.image.tag=$tag"
-            --set "$c.image.pullPolicy=Never")
-    done
+    local set=()
+    mapfile -t set < <(chart_set_args)
     local existed=false
     in_netns "$helm" --kubeconfig "$OUT/kubeconfig" status "$RELEASE" -n "$RELEASE_NS" >/dev/null 2>&1 &&
         existed=true
@@ -231,13 +244,86 @@ cmd_install() {
         log "release existed: restarting its workloads onto the rebuilt images"
         kctl -n "$RELEASE_NS" rollout restart deployment,daemonset >/dev/null
     fi
+    wait_rollouts
+    log "installed in $((SECONDS - start)) s"
+}
+
+wait_rollouts() {
     kctl -n "$RELEASE_NS" rollout status deployment/koord-manager --timeout=180s
     kctl -n "$RELEASE_NS" rollout status deployment/koord-webhook --timeout=180s
     kctl -n "$RELEASE_NS" rollout status daemonset/koordlet --timeout=180s
     kctl -n "$RELEASE_NS" rollout status deployment/koord-scheduler-extender --timeout=180s
     kctl -n "$RELEASE_NS" rollout status deployment/koord-scheduler --timeout=180s
     kctl -n "$RELEASE_NS" get pods -o wide
-    log "installed in $((SECONDS - start)) s"
+}
+
+helm_bin() {
+    [[ -n "${HELM:-}" ]] && { echo "$HELM"; return; }
+    scripts/install-helm.sh || die "helm could not be installed"
+}
+
+# upstream-release: replace our release with one laid out as upstream Koordinator's chart lays
+# out its own (e2e/fixtures/upstream-release: release `koordinator` in `default`, templated
+# Namespace and CRDs without koordinator-rs' additions, upstream's command lines), running our
+# images (imported by `install`). The migration scenario starts from here.
+cmd_upstream_release() {
+    require_own_cluster
+    local helm chart="$OUT/upstream-release" f tag
+    helm="$(helm_bin)"
+    tag="$(image_tag)"
+    if in_netns "$helm" --kubeconfig "$OUT/kubeconfig" status "$RELEASE" -n "$RELEASE_NS" >/dev/null 2>&1; then
+        log "uninstalling $RELEASE from $RELEASE_NS"
+        in_netns "$helm" --kubeconfig "$OUT/kubeconfig" uninstall "$RELEASE" -n "$RELEASE_NS" --wait --timeout 3m
+    fi
+    in_netns "$helm" --kubeconfig "$OUT/kubeconfig" uninstall "$RELEASE" -n default --wait --timeout 3m \
+        >/dev/null 2>&1 || true
+    log "deleting namespace $RELEASE_NS and the CRDs (and with them every custom resource)"
+    kctl delete namespace "$RELEASE_NS" --ignore-not-found --wait=true --timeout=180s
+    kctl delete -f charts/koordinator/crds/ --ignore-not-found --wait=true --timeout=120s
+    rm -rf "$chart"
+    cp -r e2e/fixtures/upstream-release "$chart"
+    # Upstream's CRDs are templates of its chart (so uninstalling the release deletes them) and
+    # lack koordinator-rs' additions: ours with cpuBurstStrategy.podStrategies cut out.
+    for f in charts/koordinator/crds/*.yaml; do
+        awk '
+            skip && match($0, /^ */) && RLENGTH > indent { next }
+            { skip = 0 }
+            /^ *podStrategies:$/ { match($0, /^ */); indent = RLENGTH; skip = 1; next }
+            { print }
+        ' "$f" >"$chart/templates/crd-$(basename "$f")"
+    done
+    grep -q podStrategies "$chart"/templates/crd-*.yaml && die "podStrategies left in the upstream-shaped CRDs"
+    log "helm install $RELEASE (upstream-shaped) -n default"
+    in_netns "$helm" --kubeconfig "$OUT/kubeconfig" install "$RELEASE" "$chart" -n default \
+        --set "manager.image=$IMAGE_PREFIX/koord-manager:$tag" --set "koordlet.image=$IMAGE_PREFIX/koordlet:$tag" \
+        --wait --timeout 5m ||
+        { kctl -n "$RELEASE_NS" get pods -o wide >&2 || true; die "upstream-shaped release failed to install"; }
+    kctl -n "$RELEASE_NS" get pods -o wide
+}
+
+# take-over: scripts/migrate-from-upstream.sh on this cluster, with the image settings of
+# `install`; the backup goes to target/real-cluster/migration-backup.
+cmd_take_over() {
+    require_own_cluster
+    local helm set=()
+    helm="$(helm_bin)"
+    mapfile -t set < <(chart_set_args)
+    rm -rf "$OUT/migration-backup"
+    in_netns env HELM="$helm" KUBECTL="$K8S_BIN/kubectl" KUBECONFIG="$OUT/kubeconfig" \
+        scripts/migrate-from-upstream.sh --yes --backup-dir "$OUT/migration-backup" -- "${set[@]}"
+    wait_rollouts
+}
+
+# migration-test: the migration scenario (e2e/tests/scenarios/migration.rs), which calls
+# upstream-release and take-over itself. It replaces the installed release: run it last.
+cmd_migration_test() {
+    require_own_cluster
+    local start=$SECONDS
+    cargo test --locked -p koord-e2e --test scenarios --no-run
+    in_netns env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
+        KOORD_E2E_MIGRATION="$REPO/scripts/real-cluster.sh" \
+        cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1 --nocapture migration
+    log "migration test done in $((SECONDS - start)) s"
 }
 
 node_ready() {
@@ -316,8 +402,11 @@ case "${1:-}" in
     test) cmd_test ;;
     down) cmd_down ;;
     restart) shift; cmd_restart "$@" ;;
+    upstream-release) cmd_upstream_release ;;
+    take-over) cmd_take_over ;;
+    migration-test) cmd_migration_test ;;
     kubectl) shift; kctl "$@" ;;
     exec) shift; in_netns env KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" "$@" ;;
     unsupported-reason) unsupported_reason ;;
-    *) sed -n '2,14p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
 esac

@@ -14,10 +14,14 @@ mod env;
 mod colocation;
 #[path = "scenarios/control.rs"]
 mod control;
+#[path = "scenarios/dashboard.rs"]
+mod dashboard;
 #[path = "scenarios/eviction.rs"]
 mod eviction;
 #[path = "scenarios/faults.rs"]
 mod faults;
+#[path = "scenarios/migration.rs"]
+mod migration;
 #[path = "scenarios/normalization.rs"]
 mod normalization;
 #[path = "scenarios/runtime_hooks.rs"]
