@@ -152,10 +152,15 @@ order() {
 
 say "plan for release '$release' (namespace '$release_ns'):"
 say "  custom resources now: $(for r in "${RESOURCES[@]}"; do printf '%s=%s ' "${r%%.*}" "${before[$r]}"; done)"
-for line in "${keep[@]}"; do say "  keep   ${line% -}"; done
-for line in "${adopt[@]}"; do say "  adopt  ${line% -} (into release '$new_release')"; done
+# describe KIND NAME NS: "Kind name" or "Kind name (namespace ns)".
+describe() { if [[ "$3" == - ]]; then echo "$1 $2"; else echo "$1 $2 (namespace $3)"; fi; }
+for line in "${keep[@]}"; do read -r kind name ns <<<"$line"; say "  keep   $(describe "$kind" "$name" "$ns")"; done
+for line in "${adopt[@]}"; do
+    read -r kind name ns <<<"$line"
+    say "  adopt  $(describe "$kind" "$name" "$ns") into release '$new_release'"
+done
 while read -r kind name ns _; do
-    [[ -n "$kind" ]] && say "  delete $kind $name${ns/#-/}"
+    [[ -n "$kind" ]] && say "  delete $(describe "$kind" "$name" "$ns")"
 done < <(order)
 say "  then: Helm forgets '$release'; koordinator-rs' CRDs are applied over the kept ones;"
 say "        helm install $new_release $chart -n $namespace --set sloConfig.create=false ${helm_args[*]}"
@@ -177,8 +182,9 @@ for line in "${keep[@]}"; do
     read -r kind name ns <<<"$line"
     scope=(); [[ "$ns" != - ]] && scope=(-n "$ns")
     k annotate "${scope[@]}" "$kind" "$name" meta.helm.sh/release-name- meta.helm.sh/release-namespace- \
-        helm.sh/resource-policy- >/dev/null 2>&1 || true
-    k label "${scope[@]}" "$kind" "$name" app.kubernetes.io/managed-by- >/dev/null 2>&1 || true
+        helm.sh/resource-policy- >/dev/null || say "warning: could not remove the Helm annotations of $kind $name"
+    k label "${scope[@]}" "$kind" "$name" app.kubernetes.io/managed-by- >/dev/null ||
+        say "warning: could not remove the managed-by label of $kind $name"
 done
 for line in "${adopt[@]}"; do
     read -r kind name ns <<<"$line"

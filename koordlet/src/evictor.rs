@@ -111,6 +111,15 @@ pub enum EvictOutcome {
 }
 
 impl EvictOutcome {
+    const ALL: [EvictOutcome; 6] = [
+        EvictOutcome::Evicted,
+        EvictOutcome::Deleted,
+        EvictOutcome::ContainersKilled,
+        EvictOutcome::DryRun,
+        EvictOutcome::Failed,
+        EvictOutcome::Dropped,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             EvictOutcome::Evicted => "evicted",
@@ -232,6 +241,7 @@ impl Evictor {
     /// An evictor using `client` (build it with [`no_retry_client`]); Events are reported by
     /// `koordlet` with the node name as instance.
     pub fn new(client: kube::Client, node: &str, dry_run: bool, telemetry: Telemetry) -> Self {
+        init_series(&telemetry);
         let reporter = Reporter {
             controller: "koordlet".into(),
             instance: Some(node.to_owned()),
@@ -470,6 +480,25 @@ impl Evictor {
     }
 }
 
+/// Creates every eviction series at 0, so the first eviction is an increase Prometheus sees
+/// (`increase()` and `rate()` miss the first sample of a series that appears at 1) and a
+/// scrape lists the series before anything was evicted.
+fn init_series(telemetry: &Telemetry) {
+    use koordlet_core::strategies::{cpu_evict, memory_evict};
+    for (strategy, reason) in [
+        (cpu_evict::STRATEGY, cpu_evict::REASON),
+        (memory_evict::STRATEGY, memory_evict::REASON),
+    ] {
+        telemetry.upstream.init_eviction(reason);
+        for outcome in EvictOutcome::ALL {
+            telemetry.evictions.get_or_create(&vec![
+                ("strategy".to_string(), strategy.to_string()),
+                ("result".to_string(), outcome.label().to_string()),
+            ]);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -477,6 +506,23 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
+
+    #[test]
+    fn every_eviction_series_is_served_at_zero_before_the_first_eviction() {
+        let mut registry = prometheus_client::registry::Registry::with_prefix("koordlet");
+        let telemetry = Telemetry::register(&mut registry, "node-1");
+        init_series(&telemetry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"koordlet_pod_eviction{node="node-1",reason="EvictPodByNodeMemoryUsage"} 0"#,
+            r#"koordlet_pod_eviction{node="node-1",reason="EvictPodByBECPUSatisfaction"} 0"#,
+            r#"koordlet_evictions_total{strategy="memory_evict",result="failed"} 0"#,
+            r#"koordlet_evictions_total{strategy="cpu_evict",result="evicted"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
 
     fn pod(name: &str, qos: &str) -> PodMeta {
         let pod: Pod = serde_json::from_value(serde_json::json!({

@@ -242,6 +242,13 @@ impl UpstreamMetrics {
         self.suppress_be_used.set(usage.be_milli as f64 / 1000.0);
     }
 
+    /// Creates `reason`'s eviction series at 0.
+    pub fn init_eviction(&self, reason: &str) {
+        self.evictions.get_or_create(&ReasonLabels {
+            reason: reason.to_owned(),
+        });
+    }
+
     /// Counts a pod evicted (or, after a refused eviction, deleted or killed) for `reason`.
     pub fn record_eviction(&self, reason: &str) {
         self.evictions
