@@ -491,10 +491,10 @@ fn init_series(telemetry: &Telemetry) {
     ] {
         telemetry.upstream.init_eviction(reason);
         for outcome in EvictOutcome::ALL {
-            telemetry.evictions.get_or_create(&vec![
+            drop(telemetry.evictions.get_or_create(&vec![
                 ("strategy".to_string(), strategy.to_string()),
                 ("result".to_string(), outcome.label().to_string()),
-            ]);
+            ]));
         }
     }
 }

@@ -244,9 +244,9 @@ impl UpstreamMetrics {
 
     /// Creates `reason`'s eviction series at 0.
     pub fn init_eviction(&self, reason: &str) {
-        self.evictions.get_or_create(&ReasonLabels {
+        drop(self.evictions.get_or_create(&ReasonLabels {
             reason: reason.to_owned(),
-        });
+        }));
     }
 
     /// Counts a pod evicted (or, after a refused eviction, deleted or killed) for `reason`.

@@ -50,6 +50,36 @@ impl Endpoint {
         }
     }
 
+    /// The operations the API server sends to this endpoint (the webhook configurations' rules).
+    pub fn operations(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::MutatePod => &["CREATE"],
+            _ => &["CREATE", "UPDATE"],
+        }
+    }
+
+    /// The outcomes this endpoint can answer with.
+    pub fn outcomes(self) -> &'static [Outcome] {
+        match self {
+            Endpoint::MutatePod => &[
+                Outcome::Allowed,
+                Outcome::Patched,
+                Outcome::Denied,
+                Outcome::Invalid,
+                Outcome::Excluded,
+            ],
+            Endpoint::ValidatePod => &[
+                Outcome::Allowed,
+                Outcome::Denied,
+                Outcome::Invalid,
+                Outcome::Excluded,
+            ],
+            Endpoint::ValidateConfigMap | Endpoint::ValidateProfile => {
+                &[Outcome::Allowed, Outcome::Denied, Outcome::Invalid]
+            }
+        }
+    }
+
     fn expected_kind(self) -> &'static str {
         match self {
             Endpoint::MutatePod | Endpoint::ValidatePod => "Pod",
