@@ -240,7 +240,7 @@ async fn dashboard_queries_only_series_the_components_serve() {
     }
     let missing: Vec<&String> = queried.iter().filter(|n| !served.contains(*n)).collect();
     println!(
-        "dashboard: {} series queried, all among {} served by {scraped:?}",
+        "dashboard: {} series queried, {} served by {scraped:?}",
         queried.len(),
         served.len()
     );
