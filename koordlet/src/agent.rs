@@ -438,7 +438,10 @@ fn spawn_topology_report(
         settings.node.clone(),
         settings.roots.clone(),
         settings.node_topology_report_interval,
-        telemetry.topology_reports.clone(),
+        report::topology::Counters {
+            rounds: telemetry.topology_reports.clone(),
+            apply_conflicts: telemetry.apply_conflicts.clone(),
+        },
     ));
 }
 
@@ -641,7 +644,15 @@ async fn report_node_metric(
         // Windows run on the metric clock; the report's time is the wall clock's.
         status.update_time = Some(report::time_of(wall));
         let result = match report::publish(&client, &node, &status).await {
-            Ok(()) => "ok",
+            Ok(conflict) => {
+                if conflict.is_some() {
+                    telemetry
+                        .apply_conflicts
+                        .get_or_create(&vec![("resource".to_string(), "nodemetrics/status".to_string())])
+                        .inc();
+                }
+                "ok"
+            }
             Err(e) => {
                 warn!(error = %e, "NodeMetric report failed");
                 "error"

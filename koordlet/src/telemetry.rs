@@ -25,6 +25,9 @@ pub struct Telemetry {
     /// NodeResourceTopology rounds by result (`created`, `updated`, `unchanged`, `crd_missing`,
     /// `detect_error`, `error`).
     pub topology_reports: Family<Labels, Counter>,
+    /// Applies that met fields another field manager had changed (then taken back by a forced
+    /// apply), by `resource` (`nodemetrics/status`, `noderesourcetopologies`).
+    pub apply_conflicts: Family<Labels, Counter>,
     /// Evictions by strategy and result (`evicted`, `failed`, `dry_run`, `dropped`).
     pub evictions: Family<Labels, Counter>,
     /// 1 for an enabled feature gate, 0 for a disabled one, by `gate` and `implemented`
@@ -46,6 +49,7 @@ impl Telemetry {
             unsupported: Gauge::default(),
             reports: Family::default(),
             topology_reports: Family::default(),
+            apply_conflicts: Family::default(),
             evictions: Family::default(),
             feature_gates: Family::default(),
             cpuset_policy_problems: Gauge::default(),
@@ -75,6 +79,11 @@ impl Telemetry {
             "node_topology_reports",
             "NodeResourceTopology cpu-basic-info rounds by result",
             t.topology_reports.clone(),
+        );
+        registry.register(
+            "apply_conflicts",
+            "Applies that met fields another field manager had changed; the forced apply took them back",
+            t.apply_conflicts.clone(),
         );
         registry.register(
             "evictions",

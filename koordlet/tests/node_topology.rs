@@ -1,7 +1,7 @@
 //! The node's CPU facts (`node.koordinator.sh/cpu-basic-info`): detection on fake /proc and /sys
 //! trees (tier 2), and the NodeResourceTopology report against the embedded API server (tier 4):
-//! created with the detected value, patched when the facts change or someone else overwrites
-//! it, other writers' annotations and zones kept, nothing written with the gate off, and a
+//! created with the detected value, applied when the facts change or someone else overwrites
+//! it (a conflict, taken back), other writers' annotations and zones kept, nothing written with the gate off, and a
 //! missing CRD survived until it is installed.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -356,6 +356,29 @@ async fn koordlet_reports_cpu_basic_info_in_the_node_resource_topology() {
     )
     .await;
     assert_eq!(metric(on.metrics, created).await, 1.0);
+    // The overwrite was a conflict (another manager's Update entry held the annotation), taken
+    // back once; the turbo change met none. The annotation is koordlet's Apply, the policies
+    // its create's.
+    let conflicts = r#"koordlet_apply_conflicts_total{resource="noderesourcetopologies"}"#;
+    assert_eq!(metric(on.metrics, conflicts).await, 1.0);
+    let entries = nrt.metadata.managed_fields.clone().unwrap_or_default();
+    let owns = |operation: &str, pointer: &str| {
+        entries.iter().any(|e| {
+            e.manager.as_deref() == Some("koordlet")
+                && e.operation.as_deref() == Some(operation)
+                && e.fields_v1
+                    .as_ref()
+                    .is_some_and(|f| f.0.pointer(pointer).is_some())
+        })
+    };
+    assert!(
+        owns(
+            "Apply",
+            "/f:metadata/f:annotations/f:node.koordinator.sh~1cpu-basic-info"
+        ),
+        "{entries:?}"
+    );
+    assert!(owns("Update", "/f:topologyPolicies"), "{entries:?}");
 
     // The gate-off agent ran all along (its gate metric says so) and wrote nothing.
     let gate = r#"koordlet_feature_gate_enabled{gate="NodeTopologyReport",implemented="true"}"#;
@@ -387,13 +410,14 @@ async fn a_missing_crd_is_retried_until_it_is_installed() {
     assert!(matches!(err, TopologyError::CrdMissing), "{err}");
     assert!(err.to_string().contains(topology::CRD_NAME), "{err}");
 
-    let rounds = prometheus_client::metrics::family::Family::default();
+    let counters = topology::Counters::default();
+    let rounds = counters.rounds.clone();
     let task = tokio::spawn(topology::run(
         client.clone(),
         node.clone(),
         roots,
         Duration::from_millis(200),
-        rounds.clone(),
+        counters,
     ));
     let crd_missing = vec![("result".to_string(), "crd_missing".to_string())];
     wait_for("two crd_missing rounds", Duration::from_secs(30), async || {

@@ -56,6 +56,13 @@ pub struct StatusLabels {
     pub reason: String,
 }
 
+/// Labels of an API resource the manager writes.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// `nodes`, `nodes/status`, `nodeslos` or `nodemetrics`.
+    pub resource: String,
+}
+
 /// Labels of the leader gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
@@ -97,6 +104,9 @@ pub struct Metrics {
     pub batch_writes: Counter,
     /// Pods held in the noderesource pod index (shows when the initial list is in).
     pub pods_indexed: Gauge,
+    /// Applies that met fields another field manager had changed (then taken back by a
+    /// forced apply), per resource.
+    pub apply_conflicts: Family<ResourceLabels, Counter>,
     /// CPU normalization ratio batch-cpu is multiplied by, per node.
     pub cpu_normalization_ratio: Family<NodeLabels, FloatGauge>,
     /// 1 while normalization is on for a node but no ratio can be decided, else 0.
@@ -133,6 +143,7 @@ impl Metrics {
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
             pods_indexed: Gauge::default(),
+            apply_conflicts: Family::default(),
             cpu_normalization_ratio: Family::default(),
             cpu_normalization_undecided: Family::default(),
         };
@@ -200,6 +211,11 @@ impl Metrics {
             "pods_indexed",
             "Pods held in the noderesource pod index",
             metrics.pods_indexed.clone(),
+        );
+        registry.register(
+            "apply_conflicts",
+            "Applies that met fields another field manager had changed; the forced apply took them back",
+            metrics.apply_conflicts.clone(),
         );
         registry.register(
             "cpu_normalization_ratio",
@@ -280,6 +296,15 @@ impl Metrics {
         self.batch_memory_allocatable
             .get_or_create(&labels)
             .set(memory_bytes as f64);
+    }
+
+    /// Counts an apply to `resource` that met a field manager conflict.
+    pub fn apply_conflict(&self, resource: &str) {
+        self.apply_conflicts
+            .get_or_create(&ResourceLabels {
+                resource: resource.to_owned(),
+            })
+            .inc();
     }
 
     /// Sets the leader gauge of Lease `lease`.

@@ -4,136 +4,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::{
     collections::BTreeMap,
-    net::SocketAddr,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
-use koord_api::{NodeMetric, NodeSLO};
-use koord_manager::{
-    cli::{ControllerName, RunArgs},
-    run,
-};
+use common::*;
+use k8s_openapi::api::core::v1::Node;
+use koord_api::NodeMetric;
 use koord_test_support::eventually;
-use koord_testcluster::{ClusterOptions, TestCluster};
 use kube::{
     Api, Client,
-    api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use tokio::sync::oneshot;
-
-const NS: &str = "koordinator-system";
-
-async fn cluster() -> (TestCluster, Client) {
-    let cluster = TestCluster::start(ClusterOptions::default()).await.unwrap();
-    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/koordinator/crds");
-    cluster.install_crds_from_dir(crds).await.unwrap();
-    let client = cluster.client().unwrap();
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NS.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
-    (cluster, client)
-}
-
-fn args(leader_elect: bool, lease_seconds: u64, identity: &str) -> RunArgs {
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    RunArgs {
-        kubeconfig: None,
-        config_namespace: NS.into(),
-        slo_config_name: "slo-controller-config".into(),
-        controllers: vec![
-            ControllerName::Nodeslo,
-            ControllerName::Nodemetric,
-            ControllerName::Noderesource,
-        ],
-        leader_elect,
-        leader_election_namespace: None,
-        lease_duration: Duration::from_secs(lease_seconds),
-        identity: Some(identity.into()),
-        metrics_addr: any,
-        health_addr: any,
-        log_format: koord_runtime::LogFormat::Text,
-        verbosity: None,
-        resync: Duration::from_secs(1),
-    }
-}
-
-/// Starts a manager; dropping the sender stops it.
-fn start(client: &Client, args: RunArgs) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let client = client.clone();
-    let task = tokio::spawn(async move {
-        run::run(args, client, async move {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
-    (stop, task)
-}
-
-/// How long the manager gets to reconcile what a test changed.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn config_map(client: &Client, data: &[(&str, &str)]) {
-    let data: BTreeMap<String, String> = data.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "slo-controller-config", "namespace": NS}, "data": data});
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
-    let params = PatchParams::apply("test").force();
-    api.patch("slo-controller-config", &params, &Patch::Apply(cm))
-        .await
-        .unwrap();
-}
-
-async fn add_node(client: &Client, name: &str) {
-    let api: Api<Node> = Api::all(client.clone());
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    api.create(&PostParams::default(), &node).await.unwrap();
-    let status = json!({"status": {"capacity": {"cpu": "100", "memory": "120G"}, "allocatable": {"cpu": "100", "memory": "120G"}}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .unwrap();
-}
-
-async fn node_slo(client: &Client, name: &str) -> Option<NodeSLO> {
-    Api::<NodeSLO>::all(client.clone()).get_opt(name).await.unwrap()
-}
-
-/// The node's batch-cpu in canonical form (a real API server, and the embedded one, store
-/// `53000` as `53k`), so tests compare values, not spellings.
-async fn batch_cpu(client: &Client, name: &str) -> Option<String> {
-    let node = Api::<Node>::all(client.clone()).get(name).await.unwrap();
-    node.status?
-        .allocatable?
-        .get("kubernetes.io/batch-cpu")
-        .map(|q| koord_api::canonical_quantity(&q.0).unwrap())
-}
-
-fn canonical(quantity: &str) -> String {
-    koord_api::canonical_quantity(quantity).unwrap()
-}
 
 const SEED_001: [(&str, &str); 2] = [
     ("colocation-config", "{\n\"enable\": true\n}"),
@@ -295,51 +182,6 @@ async fn broken_key_after_restart_resets_nothing() {
     assert_eq!(threshold.memory_evict_threshold_percent, Some(70));
 }
 
-/// What one replica sent to the API server, as seen through its own client.
-#[derive(Default)]
-struct Traffic {
-    /// `METHOD path` of every request that changes something, except the Lease.
-    writes: Mutex<Vec<String>>,
-    /// Requests of any kind (proves the replica is running and watching).
-    requests: std::sync::atomic::AtomicUsize,
-    /// When set, every request fails as if the network were cut.
-    cut: AtomicBool,
-}
-
-impl Traffic {
-    fn writes(&self) -> Vec<String> {
-        self.writes.lock().unwrap().clone()
-    }
-}
-
-/// A client that records `traffic` and goes through `base` (the test cluster's client).
-fn recording_client(base: &Client) -> (Client, Arc<Traffic>) {
-    let traffic = Arc::new(Traffic::default());
-    let recorded = traffic.clone();
-    let base = base.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let base = base.clone();
-        let traffic = recorded.clone();
-        async move {
-            if traffic.cut.load(Ordering::SeqCst) {
-                return Err(kube::Error::Service("network cut by the test".into()));
-            }
-            traffic.requests.fetch_add(1, Ordering::SeqCst);
-            let path = request.uri().path().to_owned();
-            let read = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
-            if !read && !path.contains("/leases") {
-                traffic
-                    .writes
-                    .lock()
-                    .unwrap()
-                    .push(format!("{} {path}", request.method()));
-            }
-            base.send(request).await
-        }
-    });
-    (Client::new(service, NS), traffic)
-}
-
 async fn lease_holder(client: &Client) -> Option<String> {
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), NS);
     leases
@@ -347,15 +189,6 @@ async fn lease_holder(client: &Client) -> Option<String> {
         .await
         .unwrap()
         .and_then(|l| l.spec?.holder_identity)
-}
-
-async fn report_usage(client: &Client, node: &str, system_cpu: &str) {
-    let report = json!({"status": {"updateTime": jiff::Timestamp::now().to_string(),
-        "nodeMetric": {"systemUsage": {"resources": {"cpu": system_cpu, "memory": "12G"}}}}});
-    Api::<NodeMetric>::all(client.clone())
-        .patch_status(node, &PatchParams::default(), &Patch::Merge(report))
-        .await
-        .unwrap();
 }
 
 async fn suppress_percent(client: &Client, node: &str) -> Option<i64> {

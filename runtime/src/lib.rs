@@ -3,12 +3,14 @@
 //! The manager, the webhook and koordlet each need the same operational surface: structured
 //! logs (`--log-format text|json`), one plain-HTTP admin endpoint with `/healthz`, `/readyz`
 //! and Prometheus `/metrics`, and a graceful stop on SIGTERM or Ctrl-C. It lives here once so
-//! that the components, which never import each other, behave identically. So do the pieces of
+//! that the components, which never import each other, behave identically. So does the way each
+//! writes what it owns: server-side apply under its own field manager ([`apply()`]). So do the pieces of
 //! their command lines: the kubeconfig loading, the file-or-stdin input of offline commands and
 //! the Go-style durations every interval flag takes, and the compatibility with upstream
 //! Koordinator's command lines and with our earlier environment variable names.
 
 mod admin;
+mod apply;
 mod cli;
 mod duration;
 mod env_fallback;
@@ -25,6 +27,7 @@ mod upstream_flags;
 pub use admin::{
     AdminServer, Readiness, admin_router, serve_admin, serve_admin_pair, serve_admin_until_signal,
 };
+pub use apply::{Applied, ApplyConflict, Endpoint, apply, leftovers, removal_patch};
 pub use cli::{CliCompat, StartupNotes, parse_cli, process_env};
 pub use duration::{DurationError, parse_duration, parse_interval};
 pub use env_fallback::{

@@ -2,7 +2,8 @@
 //! node's NodeResourceTopology, the CPU facts of CPU normalization).
 //!
 //! [`build_status`] is pure: it reads windows from the metric stores and returns the status
-//! (time is an argument). [`publish`] is the edge: a JSON merge patch of `/status`.
+//! (time is an argument). [`publish`] is the edge: a server-side apply of `/status` as field
+//! manager `koordlet`.
 //!
 //! - `nodeUsage` / `systemUsage` / `podsMetric[].podUsage`: averages over the aggregate window
 //!   (`aggregateDurationSeconds`, at least 60 s). CPU as milli-cores (`int(cores × 1000)`,
@@ -16,12 +17,13 @@
 //! - `podsMetric`: pods of the snapshot with samples in the window, sorted by namespace/name,
 //!   with their priority class and QoS class names.
 //! - `prodReclaimableMetric`: the peak predictor's latest result ([`crate::prediction`]); while
-//!   there is none the patch sends `null`, so a stale prediction never outlives its models.
+//!   there is none the apply leaves it out, which removes it, so a stale prediction never
+//!   outlives its models.
 
 mod publish;
 pub mod topology;
 
-pub use publish::{PublishError, publish};
+pub use publish::{FIELD_MANAGER, PublishError, publish};
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,17 +1,25 @@
-//! The reporting edge: one JSON merge patch of the NodeMetric's `/status`.
+//! The reporting edge: the NodeMetric's `/status`, applied as field manager [`FIELD_MANAGER`].
+//!
+//! koordlet owns the whole status and nothing else (koord-manager owns the spec). Each report
+//! applies the complete status; what it no longer carries (a prediction that is gone) is
+//! removed by the server, or by the removal that follows the apply when an earlier writer's
+//! merge patch also owns it (see [`koord_runtime::apply`]).
 
 use koord_api::{NodeMetric, NodeMetricStatus};
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
+use koord_runtime::{ApplyConflict, Endpoint};
+use kube::{Api, Client, Resource};
+
+/// koordlet's field manager, on every object it writes.
+pub const FIELD_MANAGER: &str = "koordlet";
 
 /// Why a report did not land.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    /// The NodeMetric does not exist yet (koord-manager creates it): nothing to patch.
+    /// The NodeMetric does not exist yet (koord-manager creates it): nothing to apply to.
     #[error("NodeMetric {0} does not exist yet")]
     Missing(String),
     /// Any other API error.
-    #[error("patching NodeMetric {name} status: {source}")]
+    #[error("applying NodeMetric {name} status: {source}")]
     Api {
         /// The NodeMetric.
         name: String,
@@ -20,21 +28,22 @@ pub enum PublishError {
     },
 }
 
-/// Writes `status` to the NodeMetric named `node` (merge patch on `/status`).
-pub async fn publish(client: &Client, node: &str, status: &NodeMetricStatus) -> Result<(), PublishError> {
+/// Applies `status` to the NodeMetric named `node`. Returns the conflict the apply met (the
+/// fields another manager had changed, taken back), for the caller to count.
+pub async fn publish(
+    client: &Client,
+    node: &str,
+    status: &NodeMetricStatus,
+) -> Result<Option<ApplyConflict>, PublishError> {
     let api: Api<NodeMetric> = Api::all(client.clone());
-    let mut patch = serde_json::json!({ "status": status });
-    // A merge patch keeps fields it does not mention: clear a prediction that is gone.
-    if status.prod_reclaimable_metric.is_none()
-        && let Some(fields) = patch.get_mut("status").and_then(|s| s.as_object_mut())
-    {
-        fields.insert("prodReclaimableMetric".to_string(), serde_json::Value::Null);
-    }
-    match api
-        .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
+    let body = serde_json::json!({
+        "apiVersion": NodeMetric::api_version(&()),
+        "kind": NodeMetric::kind(&()),
+        "metadata": { "name": node },
+        "status": status,
+    });
+    match koord_runtime::apply(&api, FIELD_MANAGER, Endpoint::Status, node, &body, &[&["status"]]).await {
+        Ok(applied) => Ok(applied.conflict),
         Err(kube::Error::Api(e)) if e.code == 404 => Err(PublishError::Missing(node.to_string())),
         Err(source) => Err(PublishError::Api {
             name: node.to_string(),

@@ -3,10 +3,11 @@
 //! turns into the node's CPU normalization ratio.
 //!
 //! Every round (`--node-topology-report-interval`) detects the facts again (a few small files)
-//! and reads the object: absent, it is created with `topologyPolicies: ["None"]`, no zones and
-//! the annotation; present with another value, only the annotation is merge-patched, so other
-//! writers' annotations and zones stay. Nothing else upstream puts on the object
-//! (`cpu-topology`, `cpu-shared-pools`, the kubelet CPU manager policy, zones) is reported.
+//! and reads the object: absent, it is created with `topologyPolicies: ["None"]` and no zones;
+//! then, absent or holding another value, the annotation is applied (server-side apply, field
+//! manager `koordlet`, the annotation alone), so other writers' annotations, policies and zones
+//! stay theirs. Nothing else upstream puts on the object (`cpu-topology`, `cpu-shared-pools`,
+//! the kubelet CPU manager policy, zones) is reported.
 //!
 //! [`plan`] decides (pure); [`sync`] talks to the API server; [`run`] is the task with its
 //! retry pacing ([`next_delay`]) and one warning per failure streak ([`FailureStreak`]).
@@ -17,12 +18,14 @@ use std::time::Duration;
 use koord_api::cpu_normalization::CpuBasicInfo;
 use koord_api::names::ANNOTATION_CPU_BASIC_INFO;
 use koord_api::topology::NodeResourceTopology;
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use koord_runtime::{ApplyConflict, Endpoint};
+use kube::api::PostParams;
+use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tracing::{info, warn};
 
+use super::FIELD_MANAGER;
 use crate::system::SystemRoots;
 use crate::system::cpu_info::read_cpu_basic_info;
 
@@ -35,9 +38,9 @@ const MAX_RETRY: Duration = Duration::from_secs(300);
 /// What a round does to the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopologyAction {
-    /// The object does not exist: create it with the annotation.
+    /// The object does not exist: create it, then apply the annotation.
     Create,
-    /// The annotation is missing or holds another value: merge-patch it.
+    /// The annotation is missing or holds another value: apply it.
     Patch,
     /// The annotation already holds the value.
     Nothing,
@@ -58,7 +61,7 @@ pub fn plan(existing: Option<&NodeResourceTopology>, value: &str) -> TopologyAct
 pub enum SyncOutcome {
     /// The object was created.
     Created,
-    /// The annotation was patched.
+    /// The annotation was applied.
     Updated,
     /// Nothing to do.
     Unchanged,
@@ -113,9 +116,28 @@ fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// Brings the node's NodeResourceTopology in line with `info`: creates it when absent, patches
+/// What a successful [`sync`] did, and the conflict its apply met (fields another manager had
+/// changed, taken back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synced {
+    /// Created, updated or unchanged.
+    pub outcome: SyncOutcome,
+    /// The conflict, for the caller to count.
+    pub conflict: Option<ApplyConflict>,
+}
+
+impl From<SyncOutcome> for Synced {
+    fn from(outcome: SyncOutcome) -> Self {
+        Synced {
+            outcome,
+            conflict: None,
+        }
+    }
+}
+
+/// Brings the node's NodeResourceTopology in line with `info`: creates it when absent, applies
 /// the one annotation when it differs, else does nothing.
-pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<SyncOutcome, TopologyError> {
+pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<Synced, TopologyError> {
     let api_err = |source| TopologyError::Api {
         name: node.to_owned(),
         source,
@@ -124,37 +146,47 @@ pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<Sy
     let value = info.to_annotation();
     // A missing CRD answers 404 here too, which get_opt reads as "no object": create tells.
     let existing = api.get_opt(node).await.map_err(api_err)?;
-    match plan(existing.as_ref(), &value) {
-        TopologyAction::Nothing => Ok(SyncOutcome::Unchanged),
-        TopologyAction::Patch => patch_annotation(&api, node, &value).await.map_err(api_err),
-        TopologyAction::Create => match create(&api, node, &value).await {
-            Ok(()) => Ok(SyncOutcome::Created),
-            Err(e) if is_not_found(&e) => Err(TopologyError::CrdMissing),
-            // Someone created it between the read and the create: patch theirs.
-            Err(e) if is_conflict(&e) => patch_annotation(&api, node, &value).await.map_err(api_err),
-            Err(e) => Err(api_err(e)),
+    let outcome = match plan(existing.as_ref(), &value) {
+        TopologyAction::Nothing => return Ok(SyncOutcome::Unchanged.into()),
+        TopologyAction::Patch => SyncOutcome::Updated,
+        TopologyAction::Create => match create(&api, node).await {
+            Ok(()) => SyncOutcome::Created,
+            Err(e) if is_not_found(&e) => return Err(TopologyError::CrdMissing),
+            // Someone created it between the read and the create: apply to theirs.
+            Err(e) if is_conflict(&e) => SyncOutcome::Updated,
+            Err(e) => return Err(api_err(e)),
         },
-    }
+    };
+    let conflict = apply_annotation(&api, node, &value).await.map_err(api_err)?;
+    Ok(Synced { outcome, conflict })
 }
 
-async fn patch_annotation(
+/// Applies the annotation, koordlet's only field on the object.
+async fn apply_annotation(
     api: &Api<NodeResourceTopology>,
     node: &str,
     value: &str,
-) -> Result<SyncOutcome, kube::Error> {
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION_CPU_BASIC_INFO: value } } });
-    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(SyncOutcome::Updated)
+) -> Result<Option<ApplyConflict>, kube::Error> {
+    let body = serde_json::json!({
+        "apiVersion": NodeResourceTopology::api_version(&()),
+        "kind": NodeResourceTopology::kind(&()),
+        "metadata": { "name": node, "annotations": { ANNOTATION_CPU_BASIC_INFO: value } },
+    });
+    let owned: [&[&str]; 1] = [&["metadata", "annotations", ANNOTATION_CPU_BASIC_INFO]];
+    let applied = koord_runtime::apply(api, FIELD_MANAGER, Endpoint::Main, node, &body, &owned).await?;
+    Ok(applied.conflict)
 }
 
-/// Creates the object.
-async fn create(api: &Api<NodeResourceTopology>, node: &str, value: &str) -> Result<(), kube::Error> {
-    let nrt = NodeResourceTopology::for_node(
-        node,
-        BTreeMap::from([(ANNOTATION_CPU_BASIC_INFO.to_owned(), value.to_owned())]),
-    );
-    api.create(&PostParams::default(), &nrt).await.map(|_| ())
+/// Creates the object, without the annotation: the create's fields (the policies) belong to an
+/// Update entry, the annotation to the apply that follows, so a later change of the annotation
+/// meets no conflict with koordlet's own create.
+async fn create(api: &Api<NodeResourceTopology>, node: &str) -> Result<(), kube::Error> {
+    let nrt = NodeResourceTopology::for_node(node, BTreeMap::new());
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    api.create(&params, &nrt).await.map(|_| ())
 }
 
 /// The wait before the next round after `failures` failed rounds in a row (0: the last round
@@ -204,16 +236,19 @@ impl FailureStreak {
     }
 }
 
+/// The counters [`run`] keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Rounds by `result`.
+    pub rounds: Family<Vec<(String, String)>, Counter>,
+    /// Applies that met a field manager conflict, by `resource`.
+    pub apply_conflicts: Family<Vec<(String, String)>, Counter>,
+}
+
 /// Keeps the node's NodeResourceTopology annotation current, every `interval` (sooner after an
-/// API error, later while the CRD is missing). Counts each round in `rounds` by result. Runs
-/// until aborted; never fails.
-pub async fn run(
-    client: Client,
-    node: String,
-    roots: SystemRoots,
-    interval: Duration,
-    rounds: Family<Vec<(String, String)>, Counter>,
-) {
+/// API error, later while the CRD is missing). Counts each round by result, and conflicts.
+/// Runs until aborted; never fails.
+pub async fn run(client: Client, node: String, roots: SystemRoots, interval: Duration, counters: Counters) {
     let mut streak = FailureStreak::default();
     loop {
         let result = match read_cpu_basic_info(&roots) {
@@ -221,7 +256,16 @@ pub async fn run(
             Err(e) => Err(TopologyError::Detect(e)),
         };
         let label = match &result {
-            Ok((outcome, info)) => {
+            Ok((Synced { outcome, conflict }, info)) => {
+                if conflict.is_some() {
+                    counters
+                        .apply_conflicts
+                        .get_or_create(&vec![(
+                            "resource".to_owned(),
+                            "noderesourcetopologies".to_owned(),
+                        )])
+                        .inc();
+                }
                 let ended = streak.succeed();
                 if ended > 0 {
                     info!(node, failures = ended, "NodeResourceTopology report works again");
@@ -249,7 +293,8 @@ pub async fn run(
                 label
             }
         };
-        rounds
+        counters
+            .rounds
             .get_or_create(&vec![("result".to_owned(), label.to_owned())])
             .inc();
         tokio::time::sleep(next_delay(interval, streak.failures(), streak.kind())).await;

@@ -2,12 +2,14 @@
 //!
 //! Each controller is keyed by Node name and follows observe → decide → act: it reads the
 //! Node and the current child object, asks a pure function in [`crate::desired`] or
-//! [`crate::plan`] what should be, and writes only the difference — and only while this
-//! replica holds the Lease.
+//! [`crate::plan`] what should be, and writes only when that differs — and only while this
+//! replica holds the Lease. Every write is a server-side apply of the fields the manager owns
+//! ([`apply`]), under [`FIELD_MANAGER`] or, for Node status, [`STATUS_FIELD_MANAGER`].
 
 pub mod cleanup;
 pub mod config_watch;
 pub mod node_child;
+pub mod node_owned;
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
@@ -22,7 +24,10 @@ use std::{
 
 use jiff::Timestamp;
 use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::OwnerReference};
-use kube::{Client, Resource, runtime::controller::Action};
+use koord_runtime::Endpoint;
+use kube::{Api, Client, Resource, runtime::controller::Action};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
 
 use crate::{
     config_state::ConfigState, leader::Leadership, metrics::Metrics, pod_index::PodIndex,
@@ -34,6 +39,15 @@ pub use usage_index::UsageIndex;
 
 #[cfg(test)]
 mod tests;
+
+/// Field manager of what the manager applies to objects themselves: NodeSLO and NodeMetric
+/// specs, and the Node annotations (`cpu-normalization-ratio`, `originExtendedAllocatable`).
+pub const FIELD_MANAGER: &str = "koord-manager";
+
+/// Field manager of the Node status fields (batch and mid resources). A name of its own:
+/// before Kubernetes 1.22, managedFields do not tell the status subresource from the object,
+/// so one name applying both would have each apply prune what the other applied.
+pub const STATUS_FIELD_MANAGER: &str = "koord-manager-status";
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +116,30 @@ impl Context {
             .unwrap_or_else(|poison| poison.into_inner())
             .clone()
     }
+}
+
+/// Applies `body` as `manager` (see [`koord_runtime::apply`]: forced after one warning on a
+/// conflict, leftovers under `owned` removed) and counts a conflict under `resource`.
+pub async fn apply<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    (manager, endpoint): (&str, Endpoint),
+    resource: &str,
+    body: &Value,
+    owned: &[&[&str]],
+) -> Result<K, Error>
+where
+    K: Clone + std::fmt::Debug + DeserializeOwned + Serialize,
+{
+    let name = body
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .ok_or(Error::Unnamed)?;
+    let applied = koord_runtime::apply(api, manager, endpoint, name, body, owned).await?;
+    if applied.conflict.is_some() {
+        ctx.metrics.apply_conflict(resource);
+    }
+    Ok(applied.object)
 }
 
 /// Logs, counts, and retries a failed reconcile.

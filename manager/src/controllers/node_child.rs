@@ -1,24 +1,23 @@
 //! The shared reconcile of nodeslo and nodemetric: one object per Node, named after it, owned
 //! by it, whose spec is a pure function of the config and the Node.
 //!
-//! Both write only the difference, as a JSON merge patch: fields the desired spec no longer
-//! has are removed (explicit `null`s), everything else of the object — the status koordlet
-//! writes, fields of newer API versions — is left alone, and no resourceVersion conflict
-//! arises with concurrent status updates.
+//! Both write with server-side apply as [`FIELD_MANAGER`]: the whole desired spec and the
+//! ownerReference to the Node, nothing else. The status koordlet writes, and fields of newer
+//! API versions, belong to other managers and are left alone; a spec field the desired spec no
+//! longer has is removed by the server, or, when an older writer also owns it (a merge patch or
+//! the create of an earlier version), by the removal that follows the apply. Nothing is sent
+//! while the object already holds the desired spec and its ownerReference.
 
 use std::sync::Arc;
 
-use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use k8s_openapi::api::core::v1::Node;
 use koord_api::config::EffectiveNodeConfig;
-use kube::{
-    Api, Resource, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
-    runtime::controller::Action,
-};
+use koord_runtime::Endpoint;
+use kube::{Api, Resource, ResourceExt, runtime::controller::Action};
 use serde::{Serialize, de::DeserializeOwned};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
-use super::{Context, Error, name_of, node_owner};
+use super::{Context, Error, FIELD_MANAGER, apply, name_of, node_owner};
 use crate::{config_state::ConfigState, desired};
 
 /// A cluster-scoped object kept one per Node.
@@ -37,9 +36,6 @@ pub trait NodeChild:
 
     /// The current spec.
     fn spec(&self) -> &Self::Spec;
-
-    /// A new object without status.
-    fn new(metadata: ObjectMeta, spec: Self::Spec) -> Self;
 
     /// The desired spec, given the current one (kept where the config has no good value).
     fn desired(
@@ -73,115 +69,35 @@ async fn reconcile_node<K: NodeChild>(node: Arc<Node>, ctx: &Arc<Context>) -> Re
     let effective = desired::effective(&state, &node);
     let spec = K::desired(&state, &effective, current.as_ref().map(K::spec));
     let owner = node_owner(&node);
-    let kind = K::kind(&());
-    let Some(current) = current else {
-        let metadata = ObjectMeta {
-            name: Some(name.clone()),
-            owner_references: owner.map(|owner| vec![owner]),
-            ..ObjectMeta::default()
-        };
-        api.create(&PostParams::default(), &K::new(metadata, spec))
-            .await?;
-        tracing::info!(node = %name, "{kind} created");
-        return Ok(Action::await_change());
-    };
-    let mut patch = Map::new();
-    if current.spec() != &spec {
-        let from = serde_json::to_value(current.spec()).unwrap_or(Value::Null);
-        let to = serde_json::to_value(&spec).unwrap_or(Value::Null);
-        patch.insert("spec".to_owned(), merge_diff(&from, &to));
-    }
-    if current.owner_references().is_empty()
-        && let Some(owner) = owner
+    if let Some(current) = &current
+        && current.spec() == &spec
+        && (owner.is_none() || !current.owner_references().is_empty())
     {
-        patch.insert("metadata".to_owned(), json!({ "ownerReferences": [owner] }));
+        return Ok(Action::await_change());
     }
-    if !patch.is_empty() {
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(Value::Object(patch)),
-        )
-        .await?;
-        tracing::info!(node = %name, "{kind} updated");
+    let mut body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name},
+        "spec": spec,
+    });
+    if let Some(owner) = owner {
+        body["metadata"]["ownerReferences"] = json!([owner]);
+    }
+    let plural = K::plural(&()).into_owned();
+    apply(
+        ctx,
+        &api,
+        (FIELD_MANAGER, Endpoint::Main),
+        &plural,
+        &body,
+        &[&["spec"]],
+    )
+    .await?;
+    let kind = K::kind(&());
+    match current {
+        None => tracing::info!(node = %name, "{kind} created"),
+        Some(_) => tracing::info!(node = %name, "{kind} updated"),
     }
     Ok(Action::await_change())
-}
-
-/// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and new members,
-/// `null` for members `to` lacks. Arrays and scalars are replaced whole.
-pub fn merge_diff(from: &Value, to: &Value) -> Value {
-    let (Value::Object(from), Value::Object(to)) = (from, to) else {
-        return to.clone();
-    };
-    let mut patch = Map::new();
-    for (key, old) in from {
-        match to.get(key) {
-            None => {
-                patch.insert(key.clone(), Value::Null);
-            }
-            Some(new) if new != old => {
-                patch.insert(key.clone(), merge_diff(old, new));
-            }
-            Some(_) => {}
-        }
-    }
-    for (key, new) in to {
-        if !from.contains_key(key) {
-            patch.insert(key.clone(), new.clone());
-        }
-    }
-    Value::Object(patch)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn apply(target: &mut Value, patch: &Value) {
-        json_merge(target, patch);
-    }
-
-    /// RFC 7386 application, to check the diff round-trips.
-    fn json_merge(target: &mut Value, patch: &Value) {
-        let Value::Object(patch) = patch else {
-            *target = patch.clone();
-            return;
-        };
-        if !target.is_object() {
-            *target = Value::Object(Map::new());
-        }
-        if let Value::Object(target) = target {
-            for (key, value) in patch {
-                if value.is_null() {
-                    target.remove(key);
-                } else {
-                    json_merge(target.entry(key.clone()).or_insert(Value::Null), value);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn merge_diff_removes_sets_and_keeps() {
-        let from = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2], "f": "same"});
-        let to = json!({"b": {"c": 2, "d": 4, "g": true}, "e": [1], "f": "same", "h": null});
-        let patch = merge_diff(&from, &to);
-        assert_eq!(
-            patch,
-            json!({"a": null, "b": {"d": 4, "g": true}, "e": [1], "h": null})
-        );
-        let mut applied = from.clone();
-        apply(&mut applied, &patch);
-        assert_eq!(
-            applied,
-            json!({"b": {"c": 2, "d": 4, "g": true}, "e": [1], "f": "same"})
-        );
-    }
-
-    #[test]
-    fn merge_diff_of_equal_values_is_empty() {
-        let value = json!({"a": {"b": [1, 2]}});
-        assert_eq!(merge_diff(&value, &value), json!({}));
-    }
 }

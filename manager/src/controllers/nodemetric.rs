@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use k8s_openapi::api::core::v1::Node;
 use koord_api::{NodeMetric, config::EffectiveNodeConfig, nodemetric::NodeMetricSpec};
 use kube::runtime::controller::Action;
 
@@ -19,14 +19,6 @@ impl NodeChild for NodeMetric {
 
     fn spec(&self) -> &NodeMetricSpec {
         &self.spec
-    }
-
-    fn new(metadata: ObjectMeta, spec: NodeMetricSpec) -> Self {
-        NodeMetric {
-            metadata,
-            spec,
-            status: None,
-        }
     }
 
     fn desired(

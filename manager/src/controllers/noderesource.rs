@@ -1,6 +1,6 @@
 //! noderesource: `kubernetes.io/batch-cpu` / `batch-memory` in Node status.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -8,19 +8,21 @@ use koord_api::{
     cpu_normalization::{NormalizationRatio, RatioDecision},
     names,
 };
+use koord_runtime::Endpoint;
 use kube::{
     Api, Resource,
-    api::{Patch, PatchParams},
     runtime::{
         controller::Action,
         events::{Event, EventType},
     },
 };
-use serde_json::{Value, json};
 
-use super::{Context, Error, name_of};
+use super::{
+    Context, Error, FIELD_MANAGER, STATUS_FIELD_MANAGER, apply, name_of,
+    node_owned::{self, PairUpdate},
+};
 use crate::{
-    batch::{self, Amounts, BatchOutcome, BatchStatus, UpdateDecision},
+    batch::{self, BatchOutcome, BatchStatus, UpdateDecision},
     desired,
     mid::MidOutcome,
     plan::{NodeBatchPlan, NormalizationPlan, plan_node_batch},
@@ -29,20 +31,6 @@ use crate::{
 
 /// Controller name, in metrics and logs.
 pub const NAME: &str = "noderesource";
-
-/// Field manager of the Node status patches.
-const FIELD_MANAGER: &str = "koord-manager";
-
-/// A pair of extended resources for a status merge patch: their values, or nulls to remove them.
-fn resource_entries(amounts: Option<Amounts>, cpu: &str, memory: &str) -> serde_json::Map<String, Value> {
-    let (cpu_value, memory_value) = match amounts {
-        Some(a) => (json!(a.cpu.to_string()), json!(a.memory.to_string())),
-        None => (Value::Null, Value::Null),
-    };
-    [(cpu.to_owned(), cpu_value), (memory.to_owned(), memory_value)]
-        .into_iter()
-        .collect()
-}
 
 /// Recomputes the node's batch resources and writes them when the change is worth it.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -114,18 +102,17 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         &strategy,
     );
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
     let ratio_written = match &normalization {
-        Some(plan) => write_normalization(ctx, &api, &params, &node, &name, plan).await?,
-        None => false,
+        Some(plan) => write_normalization(ctx, &api, &node, &name, plan).await?,
+        None => None,
     };
     let batch_reason = match decision {
         UpdateDecision::Write(reason) => Some(reason),
         // batch-cpu follows the new ratio at once, whatever the diff threshold says.
-        _ if ratio_written && status.published.is_some() && decision != UpdateDecision::Unchanged => {
+        _ if ratio_written.is_some()
+            && status.published.is_some()
+            && decision != UpdateDecision::Unchanged =>
+        {
             Some(batch::UpdateReason::NormalizationRatio)
         }
         _ => None,
@@ -152,28 +139,37 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         return Ok(Action::requeue(ctx.resync));
     }
 
-    let mut entries = serde_json::Map::new();
-    if batch_reason.is_some() {
-        entries.extend(resource_entries(
-            status.published,
-            names::RESOURCE_BATCH_CPU,
-            names::RESOURCE_BATCH_MEMORY,
-        ));
-    }
-    if mid_reason.is_some() {
-        entries.extend(resource_entries(
-            mid.amounts(),
-            names::RESOURCE_MID_CPU,
-            names::RESOURCE_MID_MEMORY,
-        ));
-    }
-    let entries = Value::Object(entries);
-    let patch = json!({ "status": { "capacity": entries, "allocatable": entries } });
-    api.patch_status(&name, &params, &Patch::Merge(patch)).await?;
+    let update = |reason: Option<batch::UpdateReason>, amounts| match reason {
+        Some(_) => PairUpdate::Write(amounts),
+        None => PairUpdate::Keep,
+    };
+    let body = node_owned::status_apply(
+        &node,
+        update(batch_reason, status.published),
+        update(mid_reason, mid.amounts()),
+    );
+    let endpoint = (STATUS_FIELD_MANAGER, Endpoint::Status);
+    apply(
+        ctx,
+        &api,
+        endpoint,
+        "nodes/status",
+        &body,
+        &node_owned::STATUS_OWNED,
+    )
+    .await?;
     if let Some(reason) = batch_reason {
-        let origin = json!({ "metadata": { "annotations": {
-            names::ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: status.origin_annotation() } } });
-        api.patch(&name, &params, &Patch::Merge(origin)).await?;
+        let mut updates = BTreeMap::from([(
+            names::ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
+            status.origin_annotation(),
+        )]);
+        // The Node read at the start predates the ratio written this round.
+        if let Some(ratio) = ratio_written {
+            updates.insert(names::ANNOTATION_CPU_NORMALIZATION_RATIO, ratio);
+        }
+        let body = node_owned::metadata_apply(&node, &updates);
+        let endpoint = (FIELD_MANAGER, Endpoint::Main);
+        apply(ctx, &api, endpoint, "nodes", &body, &node_owned::METADATA_OWNED).await?;
         ctx.last_batch_write
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -220,15 +216,14 @@ async fn node_event(ctx: &Context, node: &Node, name: &str, reason: &str, note: 
 }
 
 /// Writes the node's `cpu-normalization-ratio` annotation when it should change; logs (once
-/// per reason) why no ratio can be decided. Returns whether it wrote.
+/// per reason) why no ratio can be decided. Returns the value it wrote.
 async fn write_normalization(
     ctx: &Context,
     api: &Api<Node>,
-    params: &PatchParams,
     node: &Node,
     name: &str,
     plan: &NormalizationPlan,
-) -> Result<bool, Error> {
+) -> Result<Option<String>, Error> {
     ctx.metrics
         .cpu_normalization_ratio
         .get_or_create(&crate::metrics::NodeLabels {
@@ -267,17 +262,19 @@ async fn write_normalization(
         }
     }
     let Some(ratio) = plan.annotation_update() else {
-        return Ok(false);
+        return Ok(None);
     };
-    let patch = json!({ "metadata": { "annotations": {
-        names::ANNOTATION_CPU_NORMALIZATION_RATIO: ratio.to_string() } } });
-    api.patch(name, params, &Patch::Merge(patch)).await?;
+    let written = ratio.to_string();
+    let updates = BTreeMap::from([(names::ANNOTATION_CPU_NORMALIZATION_RATIO, written.clone())]);
+    let body = node_owned::metadata_apply(node, &updates);
+    let endpoint = (FIELD_MANAGER, Endpoint::Main);
+    apply(ctx, api, endpoint, "nodes", &body, &node_owned::METADATA_OWNED).await?;
     let old = plan.current.map_or_else(|| "none".to_owned(), |r| r.to_string());
     let note = format!("cpu-normalization-ratio {old} -> {ratio}");
     if plan.current.unwrap_or(NormalizationRatio::ONE) == ratio {
         // Only the spelling of "no scaling" is new (every node gets 1.00 once): no Event.
         tracing::debug!(node = name, "{note}");
-        return Ok(true);
+        return Ok(Some(written));
     }
     tracing::info!(node = name, "CPUNormalizationRatioUpdated: {note}");
     node_event(
@@ -289,7 +286,7 @@ async fn write_normalization(
         "UpdateNodeMeta",
     )
     .await;
-    Ok(true)
+    Ok(Some(written))
 }
 
 /// One log line and one Node Event with the formula's terms.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use k8s_openapi::api::core::v1::Node;
 use koord_api::{NodeSLO, NodeSLOSpec, config::EffectiveNodeConfig};
 use kube::runtime::controller::Action;
 
@@ -18,14 +18,6 @@ impl NodeChild for NodeSLO {
 
     fn spec(&self) -> &NodeSLOSpec {
         &self.spec
-    }
-
-    fn new(metadata: ObjectMeta, spec: NodeSLOSpec) -> Self {
-        NodeSLO {
-            metadata,
-            spec,
-            status: None,
-        }
     }
 
     fn desired(

@@ -80,12 +80,49 @@ fn node() -> Node {
 }
 
 async fn expect(handle: &mut Handle, method: Method, path: &str, status: StatusCode, reply: Value) -> Value {
+    expect_request(handle, method, path, status, reply).await.body
+}
+
+/// What a request carried besides its method and path.
+struct Sent {
+    /// The query string (`fieldManager=...&force=true`).
+    query: String,
+    /// The Content-Type (which PATCH flavour).
+    content_type: String,
+    body: Value,
+}
+
+/// A server-side apply as `manager`, forced or not.
+fn assert_apply(sent: &Sent, manager: &str, force: bool) {
+    assert_eq!(sent.content_type, "application/apply-patch+yaml");
+    assert!(
+        sent.query.contains(&format!("fieldManager={manager}")),
+        "{}",
+        sent.query
+    );
+    assert_eq!(sent.query.contains("force=true"), force, "{}", sent.query);
+}
+
+async fn expect_request(
+    handle: &mut Handle,
+    method: Method,
+    path: &str,
+    status: StatusCode,
+    reply: Value,
+) -> Sent {
     let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
         .await
         .unwrap_or_else(|_| panic!("no request for {method} {path}"))
         .expect("service dropped");
     assert_eq!(request.method(), method);
     assert_eq!(request.uri().path(), path);
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let body = request.into_body().collect_bytes().await.unwrap();
     let body: Value = if body.is_empty() {
         Value::Null
@@ -98,7 +135,11 @@ async fn expect(handle: &mut Handle, method: Method, path: &str, status: StatusC
             .body(Body::from(serde_json::to_vec(&reply).unwrap()))
             .unwrap(),
     );
-    body
+    Sent {
+        query,
+        content_type,
+        body,
+    }
 }
 
 fn not_found() -> Value {
@@ -111,20 +152,29 @@ async fn nodeslo_is_created_with_an_owner_reference_to_its_node() {
     let task = tokio::spawn(nodeslo::reconcile(Arc::new(node()), ctx));
     let path = "/apis/slo.koordinator.sh/v1alpha1/nodeslos/n1";
     expect(&mut handle, Method::GET, path, StatusCode::NOT_FOUND, not_found()).await;
-    let created = expect(
-        &mut handle,
-        Method::POST,
-        "/apis/slo.koordinator.sh/v1alpha1/nodeslos",
-        StatusCode::CREATED,
-        json!({}),
-    )
-    .await;
+    // The apply creates it: no POST, no force.
+    let mut reply = serde_json::to_value(koord_api::NodeSLO {
+        metadata: kube::api::ObjectMeta {
+            name: Some("n1".into()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: None,
+    })
+    .unwrap();
+    reply["spec"] = json!({});
+    let sent = expect_request(&mut handle, Method::PATCH, path, StatusCode::CREATED, reply).await;
+    assert_apply(&sent, "koord-manager", false);
+    let created = sent.body;
+    assert_eq!(created["apiVersion"], "slo.koordinator.sh/v1alpha1");
+    assert_eq!(created["kind"], "NodeSLO");
     assert_eq!(created["metadata"]["name"], "n1");
     assert_eq!(created["metadata"]["ownerReferences"][0]["kind"], "Node");
     assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "uid-n1");
     assert_eq!(created["spec"]["cpuBurstStrategy"]["policy"], "none");
-    // The reply is not a full object; only the request matters here.
-    let _ = task.await;
+    assert_eq!(created.get("status"), None, "the status is not the manager's");
+    // The reply has no spec fields the manager did not apply: nothing left to remove.
+    task.await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -163,7 +213,7 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
     assert!(matches!(ctx.usage.report("n1"), Some(Ok(UsageReport { .. }))));
     let task = tokio::spawn(noderesource::reconcile(Arc::new(node()), ctx.clone()));
     // CPU normalization is off: the node is marked 1.00 once (no Event for that).
-    let ratio = expect(
+    let sent = expect_request(
         &mut handle,
         Method::PATCH,
         "/api/v1/nodes/n1",
@@ -171,11 +221,13 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
         serde_json::to_value(node()).unwrap(),
     )
     .await;
+    assert_apply(&sent, "koord-manager", false);
+    let ratio = sent.body;
     assert_eq!(
         ratio["metadata"]["annotations"]["node.koordinator.sh/cpu-normalization-ratio"],
         "1.00"
     );
-    let patch = expect(
+    let sent = expect_request(
         &mut handle,
         Method::PATCH,
         "/api/v1/nodes/n1/status",
@@ -183,12 +235,14 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
         serde_json::to_value(node()).unwrap(),
     )
     .await;
-    // 100 − 35 − 7 = 58 cores; 120 − 42 − 12 = 66 G.
-    assert_eq!(patch["status"]["allocatable"]["kubernetes.io/batch-cpu"], "58000");
-    assert_eq!(
-        patch["status"]["capacity"]["kubernetes.io/batch-memory"],
-        "66000000000"
-    );
+    assert_apply(&sent, "koord-manager-status", false);
+    let patch = sent.body;
+    // 100 − 35 − 7 = 58 cores; 120 − 42 − 12 = 66 G, in canonical form as the server stores them.
+    assert_eq!(patch["status"]["allocatable"]["kubernetes.io/batch-cpu"], "58k");
+    assert_eq!(patch["status"]["capacity"]["kubernetes.io/batch-memory"], "66G");
+    // Only the manager's own fields: the kubelet's cpu and memory are not in the apply.
+    assert_eq!(patch["status"]["capacity"].get("cpu"), None);
+    assert_eq!(patch["metadata"], json!({"name": "n1"}));
     let annotation = expect(
         &mut handle,
         Method::PATCH,
@@ -203,6 +257,11 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
     assert!(
         origin.contains("\"kubernetes.io/batch-cpu\":\"58000\""),
         "{origin}"
+    );
+    // The ratio written earlier this round stays in the manager's metadata apply.
+    assert_eq!(
+        annotation["metadata"]["annotations"]["node.koordinator.sh/cpu-normalization-ratio"],
+        "1.00"
     );
     let event = expect(
         &mut handle,
@@ -247,4 +306,133 @@ async fn noderesource_patches_batch_resources_then_the_origin_annotation_then_an
         assert!(text.contains(line), "missing {line} in\n{text}");
     }
     let _ = Amounts::ZERO;
+}
+
+/// A fresh NodeMetric report for n1 (system usage 7 cores, 12 G) and the pod index synced.
+fn report_usage(ctx: &Context) {
+    ctx.pods.apply(kube::runtime::watcher::Event::InitDone);
+    let status = json!({"updateTime": jiff::Timestamp::now().to_string(),
+        "nodeMetric": {"systemUsage": {"resources": {"cpu": "7", "memory": "12G"}}}});
+    let metric = koord_api::NodeMetric {
+        metadata: kube::api::ObjectMeta {
+            name: Some("n1".into()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: Some(serde_json::from_value(status).unwrap()),
+    };
+    ctx.usage.apply(kube::runtime::watcher::Event::Apply(metric));
+}
+
+/// n1 as the server holds it: `extra` in capacity and allocatable, ratio 1.00 already marked.
+fn node_with(extra: &[(&str, &str)]) -> Node {
+    let mut node = node();
+    node.metadata.annotations = Some(BTreeMap::from([(
+        "node.koordinator.sh/cpu-normalization-ratio".to_owned(),
+        "1.00".to_owned(),
+    )]));
+    if let Some(status) = node.status.as_mut() {
+        for list in [status.capacity.as_mut(), status.allocatable.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            for (k, v) in extra {
+                list.insert((*k).to_owned(), Quantity((*v).to_owned()));
+            }
+        }
+    }
+    node
+}
+
+#[tokio::test]
+async fn a_conflicting_status_apply_is_forced_once_and_counted() {
+    let (ctx, mut handle, registry) = context_with_registry(true);
+    report_usage(&ctx);
+    // Someone else wrote batch-cpu 10 (the node says so): the manager takes it back.
+    let observed = node_with(&[
+        ("kubernetes.io/batch-cpu", "10"),
+        ("kubernetes.io/batch-memory", "1"),
+    ]);
+    let task = tokio::spawn(noderesource::reconcile(Arc::new(observed), ctx.clone()));
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+        "message": "Apply failed with 1 conflict: conflict with \"other\" using v1: .status.capacity.kubernetes.io/batch-cpu",
+        "details": {"causes": [{"reason": "FieldManagerConflict", "message": "conflict with \"other\" using v1",
+            "field": ".status.capacity.kubernetes.io/batch-cpu"}]}});
+    let path = "/api/v1/nodes/n1/status";
+    let first = expect_request(&mut handle, Method::PATCH, path, StatusCode::CONFLICT, conflict).await;
+    assert_apply(&first, "koord-manager-status", false);
+    let reply = serde_json::to_value(node_with(&[("kubernetes.io/batch-cpu", "58k")])).unwrap();
+    let forced = expect_request(&mut handle, Method::PATCH, path, StatusCode::OK, reply).await;
+    assert_apply(&forced, "koord-manager-status", true);
+    assert_eq!(forced.body, first.body, "the same configuration, forced");
+    let reply = serde_json::to_value(node()).unwrap();
+    let origin = expect_request(
+        &mut handle,
+        Method::PATCH,
+        "/api/v1/nodes/n1",
+        StatusCode::OK,
+        reply,
+    )
+    .await;
+    assert_apply(&origin, "koord-manager", false);
+    for _ in 0..2 {
+        let events = "/apis/events.k8s.io/v1/namespaces/kube-system/events";
+        expect(&mut handle, Method::POST, events, StatusCode::CREATED, json!({})).await;
+    }
+    task.await.unwrap().unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let line = "koord_manager_apply_conflicts_total{resource=\"nodes/status\"} 1";
+    assert!(text.contains(line), "missing {line} in\n{text}");
+}
+
+#[tokio::test]
+async fn batch_resources_an_older_merge_patch_wrote_are_removed_when_the_apply_leaves_them() {
+    let (ctx, mut handle) = context(true);
+    {
+        let mut state = ctx.config.write().unwrap();
+        let data = BTreeMap::from([("colocation-config".to_owned(), r#"{"enable": false}"#.to_owned())]);
+        state.apply(Some(&data));
+    }
+    report_usage(&ctx);
+    // batch-* written by a merge patch (an Update entry owns them): omitting them keeps them.
+    let written = [
+        ("kubernetes.io/batch-cpu", "58k"),
+        ("kubernetes.io/batch-memory", "66G"),
+    ];
+    let task = tokio::spawn(noderesource::reconcile(
+        Arc::new(node_with(&written)),
+        ctx.clone(),
+    ));
+    let path = "/api/v1/nodes/n1/status";
+    let still_there = serde_json::to_value(node_with(&written)).unwrap();
+    let apply = expect_request(&mut handle, Method::PATCH, path, StatusCode::OK, still_there).await;
+    assert_apply(&apply, "koord-manager-status", false);
+    assert_eq!(apply.body.get("status"), None, "{}", apply.body);
+    let removal = expect_request(
+        &mut handle,
+        Method::PATCH,
+        path,
+        StatusCode::OK,
+        serde_json::to_value(node()).unwrap(),
+    )
+    .await;
+    assert_eq!(removal.content_type, "application/merge-patch+json");
+    assert!(removal.query.contains("fieldManager=koord-manager-status"));
+    let nulls = json!({"kubernetes.io/batch-cpu": null, "kubernetes.io/batch-memory": null});
+    let want = json!({"status": {"capacity": nulls.clone(), "allocatable": nulls}});
+    assert_eq!(removal.body, want);
+    let reply = serde_json::to_value(node()).unwrap();
+    expect(
+        &mut handle,
+        Method::PATCH,
+        "/api/v1/nodes/n1",
+        StatusCode::OK,
+        reply,
+    )
+    .await;
+    let events = "/apis/events.k8s.io/v1/namespaces/kube-system/events";
+    let event = expect(&mut handle, Method::POST, events, StatusCode::CREATED, json!({})).await;
+    assert_eq!(event["reason"], "BatchResourceRemoved");
+    task.await.unwrap().unwrap();
 }

@@ -1,6 +1,8 @@
 //! Kubernetes `Status` errors: every failure the API server reports is one of these, so clients
 //! (kube-rs, kubectl) see the same codes and reasons a real API server sends.
 
+use std::collections::BTreeSet;
+
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -146,6 +148,47 @@ impl ApiError {
             ),
         )
         .with_details(resource_details(gr, name))
+    }
+
+    /// 409 of a server-side apply that would change fields other managers own, as a real
+    /// server reports it: the message lists them, and `details.causes` holds one
+    /// `FieldManagerConflict` per field, its message naming the manager (`"kubelet" using v1`
+    /// for an Update entry, `"name"` for an Apply entry) and its field the path
+    /// (`.status.capacity.cpu`). Conflicts come as (manager as printed, path).
+    pub fn apply_conflict(conflicts: &BTreeSet<(String, Vec<String>)>) -> Self {
+        let field = |path: &[String]| format!(".{}", path.join("."));
+        let message = match conflicts.iter().next() {
+            Some((manager, path)) if conflicts.len() == 1 => {
+                format!(
+                    "Apply failed with 1 conflict: conflict with {manager}: {}",
+                    field(path)
+                )
+            }
+            _ => {
+                let mut lines = Vec::new();
+                let mut last: Option<&str> = None;
+                for (manager, path) in conflicts {
+                    if last != Some(manager.as_str()) {
+                        lines.push(format!("conflicts with {manager}:"));
+                        last = Some(manager);
+                    }
+                    lines.push(format!("- {}", field(path)));
+                }
+                format!(
+                    "Apply failed with {} conflicts: {}",
+                    conflicts.len(),
+                    lines.join("\n")
+                )
+            }
+        };
+        let causes: Vec<Value> = conflicts
+            .iter()
+            .map(|(manager, path)| {
+                json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager}"),
+                       "field": field(path)})
+            })
+            .collect();
+        Self::new(409, "Conflict", message).with_details(json!({ "causes": causes }))
     }
 
     /// 409 Conflict for a stale resourceVersion.

@@ -284,6 +284,12 @@ pub fn prepare_update(
         if let Some(rv) = meta(&new).get("resourceVersion") {
             meta_mut(&mut out)?.insert("resourceVersion".into(), rv.clone());
         }
+        // The ownership a status apply just recorded stays (a real server keeps the new
+        // object's managedFields on status updates too).
+        match meta(&new).get("managedFields") {
+            Some(managed) => meta_mut(&mut out)?.insert("managedFields".into(), managed.clone()),
+            None => meta_mut(&mut out)?.remove("managedFields"),
+        };
         return Ok(out);
     }
     if info.status_subresource

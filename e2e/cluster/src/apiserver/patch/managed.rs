@@ -66,6 +66,16 @@ pub fn leaves(obj: &Value) -> FieldSet {
     out
 }
 
+/// An entry as a real server prints it in a conflict: `"kubelet" using v1` for an Update,
+/// `"name"` for an Apply.
+pub fn describe(e: &ManagedEntry) -> String {
+    if e.operation == "Apply" {
+        format!("{:?}", e.manager)
+    } else {
+        format!("{:?} using {}", e.manager, e.api_version)
+    }
+}
+
 /// Value at a path.
 pub fn get_path<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(v, |v, k| v.get(k.as_str()))

@@ -4,6 +4,8 @@
 pub mod managed;
 pub mod strategic;
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult, Cause};
@@ -98,7 +100,20 @@ pub fn apply_patch(info: &ResourceInfo, current: &Value, kind: PatchKind, patch:
     Ok(out)
 }
 
+/// The manager a real server names when it first applies to an object without managedFields:
+/// every field already there is attributed to it (an `Update`), so an apply that changes one
+/// conflicts as it would with the writer who set it.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
 /// Outcome of server-side apply: the merged object (managedFields written).
+///
+/// As kube-apiserver (structured-merge-diff): a field another entry owns conflicts only when
+/// the apply changes its value (the same value is shared ownership); `force` moves it to the
+/// applier; a field the applier applied last time and omits now is removed unless another
+/// entry (an `Update` included) still owns it. The applied configuration is compared as sent:
+/// a real server turns it into a typed value straight from its unstructured form, never
+/// through the Go type, so `58000` applied over a stored (canonical) `58k` is a change, and
+/// conflicts with another owner, although the stored object ends up the same.
 pub fn server_side_apply(
     info: &ResourceInfo,
     current: &Value,
@@ -108,10 +123,26 @@ pub fn server_side_apply(
     force: bool,
 ) -> ApiResult<Value> {
     let mut entries = managed::read(current);
+    if entries.is_empty() {
+        let fields = leaves(current);
+        if !fields.is_empty() {
+            entries.push(ManagedEntry {
+                manager: BEFORE_FIRST_APPLY.into(),
+                operation: "Update".into(),
+                subresource: String::new(),
+                api_version: current
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                fields,
+            });
+        }
+    }
     let mine =
         |e: &ManagedEntry| e.manager == manager && e.operation == "Apply" && e.subresource == subresource;
     let new_fields = leaves(applied);
-    let mut conflicts = Vec::new();
+    let mut conflicts = BTreeSet::new();
     for path in &new_fields {
         if get_path(current, path) == get_path(applied, path) {
             continue;
@@ -124,24 +155,12 @@ pub fn server_side_apply(
             if force {
                 e.fields.retain(|p| !owned.contains(p));
             } else {
-                conflicts.push(format!("conflict with \"{}\": .{}", e.manager, path.join(".")));
+                conflicts.extend(owned.into_iter().map(|p| (managed::describe(e), p)));
             }
         }
     }
     if !conflicts.is_empty() {
-        let name = applied
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        return Err(ApiError::conflict(
-            &info.group_resource(),
-            name,
-            &format!(
-                "Apply failed with {} conflict(s): {}",
-                conflicts.len(),
-                conflicts.join("; ")
-            ),
-        ));
+        return Err(ApiError::apply_conflict(&conflicts));
     }
     let old_fields = entries
         .iter()
@@ -211,6 +230,30 @@ mod tests {
         assert_eq!(v3["spec"]["holderIdentity"], "b");
         let managers: Vec<String> = managed::read(&v3).into_iter().map(|e| e.manager).collect();
         assert_eq!(managers, vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn a_first_apply_conflicts_with_what_was_there_before_managed_fields() {
+        let info = lease_info();
+        let untracked = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {"holderIdentity": "old", "leaseDurationSeconds": 5}});
+        let a = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 5}});
+        let err = server_side_apply(&info, &untracked, &a, "a", "", false).unwrap_err();
+        assert_eq!(err.code, 409);
+        assert!(
+            err.message.contains(
+                "conflict with \"before-first-apply\" using coordination.k8s.io/v1: .spec.holderIdentity"
+            ),
+            "{}",
+            err.message
+        );
+        let v = server_side_apply(&info, &untracked, &a, "a", "", true).unwrap();
+        let entries = managed::read(&v);
+        let before = entries.iter().find(|e| e.manager == BEFORE_FIRST_APPLY).unwrap();
+        // The same value is shared: before-first-apply keeps leaseDurationSeconds.
+        assert_eq!(
+            before.fields.iter().map(|p| p.join(".")).collect::<Vec<_>>(),
+            vec!["spec.leaseDurationSeconds".to_string()]
+        );
     }
 
     #[test]
