@@ -309,6 +309,11 @@ impl MetricStore {
         before - self.series.len()
     }
 
+    /// Drops one series (a host application no longer declared).
+    pub fn remove_series(&mut self, key: &SeriesKey) {
+        self.series.remove(key);
+    }
+
     /// Drops every series of `object` (a pod or container known to be gone).
     pub fn remove_object(&mut self, object: &str) {
         self.series.retain(|k, _| &*k.object != object);

@@ -139,6 +139,11 @@ fn read_node(dir: &Path, id: u32) -> Result<NumaNode, SystemError> {
     Ok(NumaNode { id, cpus, memory })
 }
 
+/// The kernel's page size in bytes: the unit of v1 `memory.numa_stat`.
+pub fn page_size() -> u64 {
+    procfs::page_size()
+}
+
 /// A cgroup's memory on one NUMA node, bytes, split by LRU kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NumaPages {
