@@ -261,3 +261,98 @@ fn undeclared_unreadable_and_pathless_applications() {
     collector.collect(&snapshot, MetricTime(2000), &mut stores);
     assert_eq!(latest(&stores.node, MetricKind::SysCpuUsage, ""), Some(1.0));
 }
+
+#[test]
+fn the_report_carries_host_applications_numa_usages_and_the_prod_peak() {
+    use koord_api::nodemetric::{MemoryCollectPolicy, ReclaimableMetric};
+    use koordlet::report::{ReportInput, build_status, resource_map};
+    use koordlet::states::NodeMetricSettings;
+
+    let mut stores = Stores::default();
+    let t0 = 1_700_000_000_000i64;
+    for i in 0..120i64 {
+        let t = MetricTime(t0 + i * 1000);
+        let put = |store: &mut MetricStore, kind, object: &str, v: f64| {
+            store.append(&SeriesKey::of(kind, object), t, v).unwrap();
+        };
+        put(&mut stores.pods, MetricKind::HostAppCpuUsage, "nginx", 0.25);
+        put(&mut stores.pods, MetricKind::HostAppMemoryUsage, "nginx", 3e8);
+        // Node 10 first in the store: IDs sort as numbers.
+        for (id, cpu) in [("10", 1.0), ("1", 0.5)] {
+            put(&mut stores.node, MetricKind::NumaCpuUsage, id, cpu);
+            put(&mut stores.node, MetricKind::NumaMemoryUsage, id, 2e9);
+            put(
+                &mut stores.node,
+                MetricKind::NumaMemoryUsageWithPageCache,
+                id,
+                5e9,
+            );
+            put(&mut stores.node, MetricKind::NumaSysMemoryUsage, id, 1e9);
+        }
+    }
+    let apps: Vec<koord_api::nodeslo::HostApplicationSpec> = serde_json::from_value(json!([
+        {"name": "nginx", "priority": "koord-prod", "qos": "LS"},
+        {"name": "nginx", "priority": "koord-batch"},
+        {"name": "idle", "priority": "koord-batch", "qos": "BE"}
+    ]))
+    .unwrap();
+    let peak = ReclaimableMetric {
+        resource: resource_map(Some(1.5), Some(2e9)),
+    };
+    let settings = NodeMetricSettings::default();
+    let with_cache = NodeMetricSettings {
+        memory_policy: MemoryCollectPolicy::UsageWithPageCache,
+        ..NodeMetricSettings::default()
+    };
+    let now = MetricTime(t0 + 119 * 1000);
+    let input = ReportInput {
+        node_store: &stores.node,
+        pod_store: &stores.pods,
+        pods: &[],
+        host_applications: &apps,
+        settings: &settings,
+        now,
+        prod_reclaimable: None,
+        prod_peak: Some(&peak),
+    };
+    let status = build_status(&input);
+    // One entry per declared name with samples (the first declaration's classes); "idle" has
+    // none and is left out.
+    let hosts = status.host_application_metric.unwrap();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0].name, "nginx");
+    assert_eq!(hosts[0].priority.as_deref(), Some("koord-prod"));
+    assert_eq!(hosts[0].qos.as_deref(), Some("LS"));
+    assert_eq!(hosts[0].usage.resources["cpu"].0, "250m");
+    assert_eq!(hosts[0].usage.resources["memory"].0, "300000000");
+    let numa = status.node_metric.unwrap().numa_usages.unwrap();
+    assert_eq!(
+        numa.iter().map(|n| n.numa_node_id).collect::<Vec<_>>(),
+        vec![1, 10]
+    );
+    assert_eq!(numa[0].node_usage.resources["cpu"].0, "500m");
+    assert_eq!(numa[0].node_usage.resources["memory"].0, "2000000000");
+    assert_eq!(numa[0].system_usage.resources["memory"].0, "1000000000");
+    assert!(!numa[0].system_usage.resources.contains_key("cpu"));
+    assert_eq!(status.prod_peak_metric, Some(peak.clone()));
+
+    // With page cache the NUMA memory follows the policy; nothing declared, nothing measured:
+    // empty lists (which replace older ones in the status) rather than absent fields.
+    let empty = Stores::default();
+    let status = build_status(&ReportInput {
+        settings: &with_cache,
+        ..input
+    });
+    let numa = status.node_metric.unwrap().numa_usages.unwrap();
+    assert_eq!(numa[1].node_usage.resources["memory"].0, "5000000000");
+    let status = build_status(&ReportInput {
+        node_store: &empty.node,
+        pod_store: &empty.pods,
+        host_applications: &[],
+        prod_peak: None,
+        ..input
+    });
+    assert_eq!(status.host_application_metric, Some(vec![]));
+    assert_eq!(status.node_metric.unwrap().numa_usages, Some(vec![]));
+    assert_eq!(status.prod_peak_metric, None);
+}

@@ -25,10 +25,15 @@ pub async fn publish(client: &Client, node: &str, status: &NodeMetricStatus) -> 
     let api: Api<NodeMetric> = Api::all(client.clone());
     let mut patch = serde_json::json!({ "status": status });
     // A merge patch keeps fields it does not mention: clear a prediction that is gone.
-    if status.prod_reclaimable_metric.is_none()
-        && let Some(fields) = patch.get_mut("status").and_then(|s| s.as_object_mut())
-    {
-        fields.insert("prodReclaimableMetric".to_string(), serde_json::Value::Null);
+    if let Some(fields) = patch.get_mut("status").and_then(|s| s.as_object_mut()) {
+        for (name, gone) in [
+            ("prodReclaimableMetric", status.prod_reclaimable_metric.is_none()),
+            ("prodPeakMetric", status.prod_peak_metric.is_none()),
+        ] {
+            if gone {
+                fields.insert(name.to_string(), serde_json::Value::Null);
+            }
+        }
     }
     match api
         .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
