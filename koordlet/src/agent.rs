@@ -94,7 +94,7 @@ pub struct AgentSettings {
     pub metrics_addr: SocketAddr,
     /// `/healthz` and `/readyz` address.
     pub health_addr: SocketAddr,
-    /// Peak prediction (`prodReclaimableMetric`).
+    /// Peak prediction (`prodReclaimableMetric`, `prodPeakMetric`).
     pub prediction: crate::prediction::PredictionSettings,
 }
 
@@ -608,7 +608,7 @@ async fn report_node_metric(
     node: String,
     SharedMetrics { clock, stores }: SharedMetrics,
     snapshots: watch::Receiver<Snapshot>,
-    prediction: watch::Receiver<Option<Arc<koord_api::nodemetric::ReclaimableMetric>>>,
+    prediction: watch::Receiver<Option<Arc<crate::prediction::PredictedMetrics>>>,
     telemetry: Telemetry,
 ) {
     let mut snapshots = snapshots;
@@ -629,16 +629,22 @@ async fn report_node_metric(
         last_report = tokio::time::Instant::now();
         let snapshot = snapshots.borrow().clone();
         let (now, wall) = read_clock(&clock);
-        let prod_reclaimable = prediction.borrow().clone();
+        let predicted = prediction.borrow().clone();
         let mut status = {
             let stores = stores.lock().await;
             report::build_status(&ReportInput {
                 node_store: &stores.node,
                 pod_store: &stores.pods,
                 pods: &snapshot.pods,
+                host_applications: snapshot
+                    .node_slo
+                    .as_deref()
+                    .and_then(|slo| slo.host_applications.as_deref())
+                    .unwrap_or(&[]),
                 settings: &snapshot.node_metric,
                 now,
-                prod_reclaimable: prod_reclaimable.as_deref(),
+                prod_reclaimable: predicted.as_deref().map(|p| &p.prod_reclaimable),
+                prod_peak: predicted.as_deref().map(|p| &p.prod_peak),
             })
         };
         // Windows run on the metric clock; the report's time is the wall clock's.

@@ -2,16 +2,16 @@
 //!
 //! - [`read_cgroup_facts`]: current values of the files the engine asks for (live loop and
 //!   `plan --cgroup-root`).
-//! - [`live_usage`]: usage from the metric stores (latest values and the windowed BE averages).
+//! - [`live_usage`]: usage from the metric stores (latest values of the node, pods, containers
+//!   and host applications, and the windowed BE averages).
 //! - [`read_topology`]: the CPU topology from sysfs.
-//! - [`host_app_usage`]: CPU usage of the NodeSLO's host applications (cgroup CPU time deltas).
 //! - [`memory_qos_kernel`]: whether the kernel has the memory QoS files.
 //!
 //! The offline gatherer (from `plan`'s YAML) lives in [`crate::plan`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use koord_api::nodeslo::HostApplicationSpec;
 
@@ -84,11 +84,13 @@ pub fn read_cgroup_facts(
     facts
 }
 
-/// Usage from the metric stores at `now`: latest values (at most `stale` old) and the BE
-/// averages over `be_window`.
+/// Usage from the metric stores at `now`: latest values (at most `stale` old) of the node, the
+/// pods and their containers and the NodeSLO's host applications (as the collector measured
+/// them), and the BE averages over `be_window`.
 pub fn live_usage(
     stores: &Stores,
     pods: &[PodMeta],
+    host_applications: &[HostApplicationSpec],
     now: MetricTime,
     stale: Duration,
     be_window: Duration,
@@ -132,6 +134,16 @@ pub fn live_usage(
         }
     }
     usage.pods = pods_map;
+    usage.host_apps = host_applications
+        .iter()
+        .filter_map(|app| {
+            Some(HostAppUsage {
+                name: app.name.clone(),
+                be: host_app_is_be(app),
+                cpu_milli: latest_pod(MetricKind::HostAppCpuUsage, &app.name)? * 1000.0,
+            })
+        })
+        .collect();
     let start = now.minus(be_window);
     let window = |kind| stores.node.window(&SeriesKey::node(kind), start, now);
     if let (Some(u), Some(r)) = (window(MetricKind::BeCpuUsage), window(MetricKind::BeCpuRequest)) {
@@ -192,39 +204,4 @@ pub fn read_topology(sys_root: &Path) -> Vec<CpuInfo> {
             }
         })
         .collect()
-}
-
-/// CPU usage of each host application with a readable cgroup, from its CPU time since the
-/// previous call (`previous` keeps one reading per application name; applications gone from
-/// the NodeSLO are dropped). The first call for an application gives no usage.
-pub fn host_app_usage(
-    cgroups: &Cgroups,
-    apps: &[HostApplicationSpec],
-    paths: &KubeCgroupPaths,
-    previous: &mut HashMap<String, (Instant, u64)>,
-    now: Instant,
-) -> Vec<HostAppUsage> {
-    let mut out = Vec::new();
-    let mut next = HashMap::new();
-    for app in apps {
-        let Some(dir) = host_app_dir(app, paths) else {
-            continue;
-        };
-        let Ok(ns) = cgroups.cpu_usage_ns(&dir) else {
-            continue;
-        };
-        if let Some(&(t, before)) = previous.get(&app.name) {
-            let dt = now.saturating_duration_since(t).as_nanos() as f64;
-            if dt > 0.0 && ns >= before {
-                out.push(HostAppUsage {
-                    name: app.name.clone(),
-                    be: host_app_is_be(app),
-                    cpu_milli: (ns - before) as f64 * 1000.0 / dt,
-                });
-            }
-        }
-        next.insert(app.name.clone(), (now, ns));
-    }
-    *previous = next;
-    out
 }

@@ -90,8 +90,6 @@ pub struct QosLoop {
     /// `namespace/name` of pods whose burst policy was not `none` last round (read again when
     /// it becomes `none`, so their scaled quota is reset).
     burst_recent: HashSet<String>,
-    /// Last CPU time reading per host application.
-    host_app_cpu: HashMap<String, (Instant, u64)>,
     /// The resctrl reconcile, on nodes that support it.
     resctrl: Option<ResctrlReconciler>,
     /// The CPU QoS files of this kernel, once probed (the kubepods cgroup exists).
@@ -171,7 +169,6 @@ impl QosLoop {
             last_skips: HashMap::new(),
             cpuset_scope: None,
             burst_recent: HashSet::new(),
-            host_app_cpu: HashMap::new(),
             resctrl: None,
             cpu_qos_kernel: None,
             core_sched: CoreScheduler::new(),
@@ -277,19 +274,12 @@ impl QosLoop {
             gather::live_usage(
                 &stores,
                 &snapshot.pods,
+                slo.and_then(|s| s.host_applications.as_deref()).unwrap_or(&[]),
                 now,
                 self.config.collect_interval * 3,
                 be_window,
             )
         };
-        let mut usage = usage;
-        usage.host_apps = gather::host_app_usage(
-            &self.cgroups,
-            slo.and_then(|s| s.host_applications.as_deref()).unwrap_or(&[]),
-            &self.paths,
-            &mut self.host_app_cpu,
-            Instant::now(),
-        );
         let scope = engine::ReadScope {
             be_pods: self.config.apply_cpu_suppress,
             burst: slo

@@ -352,9 +352,11 @@ fn report_status_from_stores_with_a_fake_clock() {
         node_store: &stores.node,
         pod_store: &stores.pods,
         pods: &pods,
+        host_applications: &[],
         settings: &settings,
         now,
         prod_reclaimable: None,
+        prod_peak: None,
     });
     let node = status.node_metric.as_ref().unwrap();
     // Last 300 s inclusive = 301 samples of the 1..=10 cycle: avg ≈ 5.5 cores.

@@ -111,11 +111,17 @@ fn topology_from_sysfs_and_empty_when_unreadable() {
 }
 
 #[test]
-fn host_application_cpu_from_cgroup_time_deltas() {
+fn host_application_cpu_from_the_collectors_series() {
     use koord_api::nodeslo::HostApplicationSpec;
-    use koordlet::gather::{host_app_dir, host_app_is_be, host_app_usage};
+    use koordlet::gather::{host_app_dir, host_app_is_be, live_usage};
+    use koordlet::metrics::MetricTime;
+    use koordlet::metrics::collector::{Collector, Stores};
+    use koordlet::states::Snapshot;
+    use std::sync::Arc;
+    use std::time::Duration;
+
     let host = common::FakeHost::new(CgroupVersion::V1, CgroupDriver::Cgroupfs);
-    let cgroups = Cgroups::detect(&host.roots).unwrap();
+    let cgroups = Arc::new(Cgroups::detect(&host.roots).unwrap());
     let app = |v: serde_json::Value| -> HostApplicationSpec { serde_json::from_value(v).unwrap() };
     let apps = vec![
         app(serde_json::json!({"name": "nginx", "qos": "LS",
@@ -136,32 +142,59 @@ fn host_application_cpu_from_cgroup_time_deltas() {
     assert!(host_app_dir(&apps[2], &host.paths).is_none());
     assert!(host_app_dir(&apps[3], &host.paths).is_none());
     assert!(!host_app_is_be(&apps[0]) && host_app_is_be(&apps[1]));
+    for dir in ["host-latency-sensitive/nginx", "kubepods/besteffort/batch-agent"] {
+        host.add_cgroup(Path::new(dir));
+    }
     let set = |ms: [u64; 2]| {
         for (dir, v) in ["host-latency-sensitive/nginx", "kubepods/besteffort/batch-agent"]
             .iter()
             .zip(ms)
         {
             let f = host.file("cpuacct", Path::new(dir), "cpuacct.usage");
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, format!("{}\n", v * 1_000_000)).unwrap();
         }
     };
+    std::fs::write(host.roots.proc.join("stat"), "cpu  100 0 100 1000 0 0 0 0 0 0\n").unwrap();
+    let mut collector = Collector::new(cgroups, host.roots.clone(), host.paths.clone());
+    let mut stores = Stores::default();
+    let snapshot = Snapshot {
+        pods_synced: true,
+        node_slo: Some(Arc::new(
+            serde_json::from_value(serde_json::json!({"hostApplications": apps})).unwrap(),
+        )),
+        ..Snapshot::default()
+    };
+    let usage = |stores: &Stores, now: i64| {
+        live_usage(
+            stores,
+            &[],
+            &apps,
+            MetricTime(now),
+            Duration::from_secs(3),
+            Duration::from_secs(60),
+        )
+    };
     set([1000, 0]);
-    let mut prev = HashMap::new();
-    let t0 = std::time::Instant::now();
-    assert!(host_app_usage(&cgroups, &apps, &host.paths, &mut prev, t0).is_empty());
+    collector.collect(&snapshot, MetricTime(1_000), &mut stores);
+    assert!(
+        usage(&stores, 1_000).host_apps.is_empty(),
+        "first reading only primes"
+    );
     // One second later: nginx used 1500 ms of CPU, batch 250 ms.
     set([2500, 250]);
-    let u = host_app_usage(
-        &cgroups,
-        &apps,
-        &host.paths,
-        &mut prev,
-        t0 + std::time::Duration::from_secs(1),
-    );
-    let got: Vec<_> = u
+    collector.collect(&snapshot, MetricTime(2_000), &mut stores);
+    let got: Vec<_> = usage(&stores, 2_000)
+        .host_apps
         .iter()
-        .map(|h| (h.name.as_str(), h.be, h.cpu_milli.round() as i64))
+        .map(|h| (h.name.clone(), h.be, h.cpu_milli.round() as i64))
         .collect();
-    assert_eq!(got, vec![("nginx", false, 1500), ("batch", true, 250)]);
+    assert_eq!(
+        got,
+        vec![
+            ("nginx".to_string(), false, 1500),
+            ("batch".to_string(), true, 250)
+        ]
+    );
+    // Stale after three intervals without a sample.
+    assert!(usage(&stores, 6_000).host_apps.is_empty());
 }

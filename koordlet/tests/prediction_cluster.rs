@@ -1,6 +1,7 @@
 //! Embedded cluster (tier 4): koordlet's peak predictor on a simulated node whose pod is a real
 //! process. A Prod pod requests two CPUs per host CPU plus two and uses about 0.05: after a few one-second trainings
-//! (cold start off) the NodeMetric carries `prodReclaimableMetric` with most of the request,
+//! (cold start off) the NodeMetric carries `prodReclaimableMetric` with most of the request
+//! and `prodPeakMetric` with about the pod's small usage,
 //! `/metrics` carries upstream's `koordlet_node_predicted_resource_reclaimable`, and the models
 //! are checkpointed to the configured directory.
 //!
@@ -136,6 +137,25 @@ async fn prod_pod_below_its_request_leaves_prod_reclaimable_in_the_node_metric()
         "cpu {cpu}m, floor {floor}m"
     );
     assert!(memory > 0 && memory < request_memory as i64, "memory {memory}");
+    // The prod pods' peak comes with it: the pod's small usage (about 0.05 core, plus the
+    // empty none class) with the margin, far below its request.
+    let peak = node_metrics
+        .get(&name)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.prod_peak_metric)
+        .expect("prodPeakMetric next to prodReclaimableMetric")
+        .resource
+        .resources;
+    println!("prodPeakMetric: {peak:?}");
+    let peak_cpu = milli(&peak["cpu"].0);
+    let peak_memory: i64 = peak["memory"].0.parse().unwrap();
+    assert!((1..1000).contains(&peak_cpu), "peak cpu {peak_cpu}m");
+    assert!(
+        peak_memory > 0 && peak_memory < request_memory as i64,
+        "peak memory {peak_memory}"
+    );
 
     // The pod predictor alone: request − p95 (about 0.05, however busy the host is, well
     // below 0.4) × 1.1.

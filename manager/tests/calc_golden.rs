@@ -28,6 +28,11 @@ fn upstream_worked_example() {
 }
 
 #[test]
+fn host_applications_reported_beside_the_system_usage_count_once() {
+    golden("host_applications");
+}
+
+#[test]
 fn seed001_node_metric_without_update_time_degrades() {
     golden("seed001_never_reported");
 }

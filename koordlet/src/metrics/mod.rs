@@ -65,9 +65,9 @@ pub enum MetricKind {
     NodeMemoryUsageWithPageCache,
     /// Node memory usage with hot page cache.
     NodeMemoryUsageWithHotPageCache,
-    /// System (non-pod) CPU usage: node minus pods and host applications.
+    /// System CPU usage: node minus pods and host applications, floored at 0.
     SysCpuUsage,
-    /// System (non-pod) memory usage.
+    /// System memory usage: node minus pods and host applications, floored at 0.
     SysMemoryUsage,
     /// BE pods' CPU usage (cores).
     BeCpuUsage,
@@ -91,6 +91,19 @@ pub enum MetricKind {
     PsiSomeAvg10(PsiResource),
     /// `full avg10` pressure of a resource.
     PsiFullAvg10(PsiResource),
+    /// Host application CPU usage (object = the application's name in the NodeSLO).
+    HostAppCpuUsage,
+    /// Host application memory usage (object = the application's name).
+    HostAppMemoryUsage,
+    /// NUMA node CPU usage (object = the NUMA node ID, `"0"`, `"1"`, ...).
+    NumaCpuUsage,
+    /// NUMA node memory usage without page cache or reclaimable slab (object = NUMA node ID).
+    NumaMemoryUsage,
+    /// NUMA node memory usage with page cache (object = NUMA node ID).
+    NumaMemoryUsageWithPageCache,
+    /// NUMA node system memory: the node's memory minus the pods' and host applications' on it
+    /// (object = NUMA node ID).
+    NumaSysMemoryUsage,
 }
 
 /// The three PSI resources.

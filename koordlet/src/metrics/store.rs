@@ -309,6 +309,19 @@ impl MetricStore {
         before - self.series.len()
     }
 
+    /// The objects that have a series of `kind` (e.g. the NUMA node IDs), in no order.
+    pub fn objects_of(&self, kind: MetricKind) -> impl Iterator<Item = &str> + '_ {
+        self.series
+            .keys()
+            .filter(move |k| k.kind == kind)
+            .map(|k| &*k.object)
+    }
+
+    /// Drops one series (a host application no longer declared).
+    pub fn remove_series(&mut self, key: &SeriesKey) {
+        self.series.remove(key);
+    }
+
     /// Drops every series of `object` (a pod or container known to be gone).
     pub fn remove_object(&mut self, object: &str) {
         self.series.retain(|k, _| &*k.object != object);

@@ -2,7 +2,9 @@
 //! and for the system (non-pod) usage, a decaying histogram of CPU and one of memory, trained
 //! from the metric stores every `--prediction-training-interval`; the prod-reclaimable
 //! prediction of `koordlet_core::prediction` computed from their p95 CPU / p98 memory after
-//! every training and reported as the NodeMetric's `prodReclaimableMetric`.
+//! every training and reported as the NodeMetric's `prodReclaimableMetric`, with the prod pods'
+//! predicted peak (the koord-prod and none class peaks with the safety margin) as its
+//! `prodPeakMetric`.
 //!
 //! - Training adds each item's newest sample once (a sample older than two training intervals,
 //!   at least 10 s, is stale and skipped); the class items get the sum of their pods' fresh
@@ -16,7 +18,7 @@
 pub mod checkpoint;
 mod run;
 
-pub use run::{PredictionTelemetry, run};
+pub use run::{PredictedMetrics, PredictionTelemetry, run};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use koord_api::nodemetric::ReclaimableMetric;
-use koordlet_core::prediction::ProdReclaimable;
+use koordlet_core::prediction::{Amounts, ProdReclaimable};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -81,25 +81,43 @@ impl PredictionTelemetry {
     }
 }
 
-/// The NodeMetric field for a prediction: CPU in milli-cores, memory in bytes.
-pub fn reclaimable_metric(prediction: &ProdReclaimable) -> ReclaimableMetric {
+/// The NodeMetric fields one prediction fills.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictedMetrics {
+    /// `prodReclaimableMetric`: what prod pods requested but will not use.
+    pub prod_reclaimable: ReclaimableMetric,
+    /// `prodPeakMetric`: the prod pods' predicted peak usage, safety margin included.
+    pub prod_peak: ReclaimableMetric,
+}
+
+fn metric(amounts: Amounts) -> ReclaimableMetric {
     ReclaimableMetric {
-        resource: crate::report::resource_map(
-            Some(prediction.result.cpu_cores),
-            Some(prediction.result.memory_bytes),
-        ),
+        resource: crate::report::resource_map(Some(amounts.cpu_cores), Some(amounts.memory_bytes)),
+    }
+}
+
+/// The NodeMetric `prodReclaimableMetric` of a prediction: CPU in milli-cores, memory in bytes.
+pub fn reclaimable_metric(prediction: &ProdReclaimable) -> ReclaimableMetric {
+    metric(prediction.result)
+}
+
+/// Both NodeMetric fields of a prediction.
+pub fn predicted_metrics(prediction: &ProdReclaimable) -> PredictedMetrics {
+    PredictedMetrics {
+        prod_reclaimable: reclaimable_metric(prediction),
+        prod_peak: metric(prediction.prod_pods_peak()),
     }
 }
 
 /// Loads the checkpoint, then every training interval trains the models, predicts and sends
-/// the result (`None` while unavailable) to the report; saves a checkpoint every checkpoint
+/// the results (`None` while unavailable) to the report; saves a checkpoint every checkpoint
 /// interval.
 pub async fn run(
     mut server: PredictServer,
     clock: Arc<std::sync::Mutex<MetricClock>>,
     stores: Arc<Mutex<Stores>>,
     snapshots: watch::Receiver<Snapshot>,
-    result: watch::Sender<Option<Arc<ReclaimableMetric>>>,
+    result: watch::Sender<Option<Arc<PredictedMetrics>>>,
     telemetry: PredictionTelemetry,
 ) {
     let settings = server.settings().clone();
@@ -147,8 +165,9 @@ pub async fn run(
                 telemetry.upstream.record_predicted_reclaimable(&prediction);
                 PredictionTelemetry::count(&telemetry.rounds, &[("result", "ok")]);
                 debug!(result = ?prediction.result, pod = ?prediction.pod.result,
-                       priority = ?prediction.priority.result, "prod-reclaimable predicted");
-                result.send_replace(Some(Arc::new(reclaimable_metric(&prediction))));
+                       priority = ?prediction.priority.result, peak = ?prediction.prod_pods_peak(),
+                       "prod-reclaimable predicted");
+                result.send_replace(Some(Arc::new(predicted_metrics(&prediction))));
             }
             Err(e) => {
                 if unavailable_streak != Some(e.label()) {

@@ -124,6 +124,15 @@ fn training_builds_pod_class_and_system_models_and_predicts() {
         metric.resource.resources["memory"].0,
         format!("{}", p.result.memory_bytes as i64)
     );
+    // The prod peak: (prod ≈ 0.5 + none ≈ 0) × 1.1 cores, the system left out.
+    let metrics = run::predicted_metrics(&p);
+    assert_eq!(metrics.prod_reclaimable, metric);
+    let peak: i64 = metrics.prod_peak.resource.resources["cpu"]
+        .0
+        .trim_end_matches('m')
+        .parse()
+        .unwrap();
+    assert!((550..590).contains(&peak), "{peak}m from {p:?}");
     // No Node capacity: unavailable.
     assert_eq!(
         server.predict(&pods, None, T0).unwrap_err(),

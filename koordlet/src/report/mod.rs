@@ -16,9 +16,15 @@
 //!   one-minute summaries, so their percentiles are approximate within a minute's spread.
 //! - `podsMetric`: pods of the snapshot with samples in the window, sorted by namespace/name,
 //!   with their priority class and QoS class names.
-//! - `prodReclaimableMetric`: the peak predictor's latest result ([`crate::prediction`]); while
-//!   there is none the apply leaves it out, which removes it, so a stale prediction never
-//!   outlives its models.
+//! - `hostApplicationMetric`: the NodeSLO's host applications with samples in the window, in
+//!   the NodeSLO's order, averaged like pods, with the priority and QoS the NodeSLO gives them.
+//!   `systemUsage` excludes them (node − pods − host applications, floored at 0).
+//! - `nodeMetric.numaUsages`: per NUMA node (ascending ID), its `nodeUsage` (CPU and memory)
+//!   and its `systemUsage` (memory only: see [`crate::metrics::collector`]) averaged over the
+//!   aggregate window. Absent entries: a kernel without NUMA nodes in sysfs.
+//! - `prodReclaimableMetric` and `prodPeakMetric`: the peak predictor's latest result
+//!   ([`crate::prediction`]); while there is none the apply leaves them out, which removes
+//!   them, so a stale prediction never outlives its models.
 
 mod publish;
 pub mod topology;
@@ -32,8 +38,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use koord_api::NodeMetricStatus;
 use koord_api::nodemetric::{
-    AggregatedUsage, MemoryCollectPolicy, NodeMetricInfo, PodMetricInfo, ReclaimableMetric, ResourceMap,
+    AggregatedUsage, HostApplicationMetricInfo, MemoryCollectPolicy, NodeMetricInfo, NumaMetricInfo,
+    PodMetricInfo, ReclaimableMetric, ResourceMap,
 };
+use koord_api::nodeslo::HostApplicationSpec;
 
 use crate::metrics::{MetricKind, MetricStore, MetricTime, SeriesKey, WindowStats};
 use crate::states::{NodeMetricSettings, PodMeta};
@@ -50,21 +58,36 @@ pub fn node_memory_kind(policy: MemoryCollectPolicy) -> MetricKind {
     }
 }
 
+/// The NUMA node memory series a memory collect policy reports (`None`: the hot page cache
+/// policy, which has no NUMA figure, as it has no node one).
+pub fn numa_memory_kind(policy: MemoryCollectPolicy) -> Option<MetricKind> {
+    match policy {
+        MemoryCollectPolicy::UsageWithoutPageCache => Some(MetricKind::NumaMemoryUsage),
+        MemoryCollectPolicy::UsageWithPageCache => Some(MetricKind::NumaMemoryUsageWithPageCache),
+        MemoryCollectPolicy::UsageWithHotPageCache => None,
+    }
+}
+
 /// Everything the status is built from.
 #[derive(Debug, Clone, Copy)]
 pub struct ReportInput<'a> {
-    /// Node-level series (node, system).
+    /// Node-level series (node, NUMA nodes, system).
     pub node_store: &'a MetricStore,
-    /// Pod and container series.
+    /// Pod, container and host application series.
     pub pod_store: &'a MetricStore,
     /// The snapshot's pods.
     pub pods: &'a [PodMeta],
+    /// The NodeSLO's host applications.
+    pub host_applications: &'a [HostApplicationSpec],
     /// NodeMetric settings.
     pub settings: &'a NodeMetricSettings,
     /// Now (the report's `updateTime`).
     pub now: MetricTime,
-    /// The peak predictor's latest result (`None`: no prediction; the field is cleared).
+    /// The peak predictor's latest reclaimable result (`None`: no prediction; the field is
+    /// cleared).
     pub prod_reclaimable: Option<&'a ReclaimableMetric>,
+    /// The peak predictor's latest prod peak (`None`: no prediction; the field is cleared).
+    pub prod_peak: Option<&'a ReclaimableMetric>,
 }
 
 fn cpu_quantity(cores: f64) -> Quantity {
@@ -77,7 +100,7 @@ fn memory_quantity(bytes: f64) -> Quantity {
 }
 
 /// CPU (cores, written as milli-cores) and memory (bytes) as a NodeMetric resource map.
-pub(crate) fn resource_map(cpu: Option<f64>, memory: Option<f64>) -> ResourceMap {
+pub fn resource_map(cpu: Option<f64>, memory: Option<f64>) -> ResourceMap {
     let mut resources = BTreeMap::new();
     if let Some(c) = cpu {
         resources.insert("cpu".to_string(), cpu_quantity(c));
@@ -147,7 +170,7 @@ pub fn build_status(input: &ReportInput<'_>) -> NodeMetricStatus {
         aggregated_node_usages: Some(aggregated(input, &node_cpu, &node_mem)),
         system_usage: resource_map(avg(input.node_store, &sys_cpu), avg(input.node_store, &sys_mem)),
         aggregated_system_usages: Some(aggregated(input, &sys_cpu, &sys_mem)),
-        numa_usages: None,
+        numa_usages: Some(numa_usages(input)),
     };
     let mut pods_metric: Vec<PodMetricInfo> = input
         .pods
@@ -174,10 +197,73 @@ pub fn build_status(input: &ReportInput<'_>) -> NodeMetricStatus {
         update_time: Some(time_of(input.now)),
         node_metric: Some(node_metric),
         pods_metric: Some(pods_metric),
-        host_application_metric: None,
+        host_application_metric: Some(host_application_metric(input)),
         prod_reclaimable_metric: input.prod_reclaimable.cloned(),
-        prod_peak_metric: None,
+        prod_peak_metric: input.prod_peak.cloned(),
     }
+}
+
+fn average(input: &ReportInput<'_>, store: &MetricStore, kind: MetricKind, object: &str) -> Option<f64> {
+    window(
+        store,
+        &SeriesKey::of(kind, object),
+        input.now,
+        input.settings.aggregate_window,
+    )
+    .map(|s| s.avg)
+}
+
+/// The declared host applications with samples in the aggregate window (first of duplicate
+/// names only, as the collector measures it).
+fn host_application_metric(input: &ReportInput<'_>) -> Vec<HostApplicationMetricInfo> {
+    let mut seen = std::collections::HashSet::new();
+    input
+        .host_applications
+        .iter()
+        .filter(|app| seen.insert(app.name.as_str()))
+        .filter_map(|app| {
+            let cpu = average(input, input.pod_store, MetricKind::HostAppCpuUsage, &app.name);
+            let memory = average(input, input.pod_store, MetricKind::HostAppMemoryUsage, &app.name);
+            if cpu.is_none() && memory.is_none() {
+                return None;
+            }
+            Some(HostApplicationMetricInfo {
+                name: app.name.clone(),
+                usage: resource_map(cpu, memory),
+                priority: app.priority.clone(),
+                qos: app.qos.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Every NUMA node with samples in the aggregate window, by ascending ID.
+fn numa_usages(input: &ReportInput<'_>) -> Vec<NumaMetricInfo> {
+    let mut ids: Vec<u32> = input
+        .node_store
+        .objects_of(MetricKind::NumaMemoryUsage)
+        .chain(input.node_store.objects_of(MetricKind::NumaCpuUsage))
+        .filter_map(|object| object.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let memory_kind = numa_memory_kind(input.settings.memory_policy);
+    ids.into_iter()
+        .filter_map(|id| {
+            let object = id.to_string();
+            let at = |kind| average(input, input.node_store, kind, &object);
+            let cpu = at(MetricKind::NumaCpuUsage);
+            let memory = memory_kind.and_then(at);
+            if cpu.is_none() && memory.is_none() {
+                return None;
+            }
+            Some(NumaMetricInfo {
+                numa_node_id: i32::try_from(id).ok()?,
+                node_usage: resource_map(cpu, memory),
+                system_usage: resource_map(None, at(MetricKind::NumaSysMemoryUsage)),
+            })
+        })
+        .collect()
 }
 
 /// A status time (`updateTime`) from a metric or wall time.

@@ -34,6 +34,7 @@ use std::sync::{Arc, OnceLock};
 use rustix::io::Errno;
 
 use super::cgroup_stats::MemoryStat;
+use super::numa::NumaStat;
 use super::resource::decode;
 use super::{CgroupResource, CgroupValue, CgroupVersion, SystemError};
 
@@ -270,6 +271,19 @@ impl CgroupFile {
         let version = self.version;
         let text = self.read_text(buf)?;
         MemoryStat::parse(text, version).map_err(|e| SystemError::parse(self.path.clone(), e))
+    }
+
+    /// Reads this `memory.numa_stat` file (v1 page counts converted with `page_size`).
+    pub fn read_numa_stat(&mut self, buf: &mut Vec<u8>, page_size: u64) -> Result<NumaStat, SystemError> {
+        if self.resource != CgroupResource::MemoryNumaStat {
+            return Err(SystemError::parse(
+                self.path.clone(),
+                super::ParseError::new(self.resource.name(), "not a memory.numa_stat file"),
+            ));
+        }
+        let version = self.version;
+        let text = self.read_text(buf)?;
+        NumaStat::parse(text, version, page_size).map_err(|e| SystemError::parse(self.path.clone(), e))
     }
 }
 

@@ -16,6 +16,7 @@
 //! - [`cpu_qos`]: which CPU QoS files (`cpu.idle`, `cpu.bvt_warp_ns`) the kernel has.
 //! - [`core_sched`]: core-scheduling cookies (`prctl(PR_SCHED_CORE)`) for a pod's threads.
 //! - [`cpu_info`]: the CPU facts of CPU normalization (model, vendor, hyper-threading, turbo).
+//! - [`numa`]: NUMA nodes (CPUs, memory) from sysfs and a cgroup's memory per NUMA node.
 //! - [`cpuset`], [`cgroup_stats`], [`proc_stat`], [`meminfo`], [`psi`]: parsers that never panic.
 
 pub mod cgroup_file;
@@ -28,6 +29,7 @@ pub mod cpu_qos;
 mod error;
 pub mod layout;
 pub mod meminfo;
+pub mod numa;
 pub mod proc_stat;
 pub mod psi;
 pub mod resctrl;

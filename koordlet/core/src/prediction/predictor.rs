@@ -12,6 +12,10 @@
 //!
 //! Each result is `min(max(capacity − unreclaimable, 0), reclaimable)`. A missing sys or class
 //! model makes the whole prediction unavailable ([`MissingModel`]).
+//!
+//! The prod peak (`prodPeakMetric`) is the priority predictor's prod part: `(prod class peak +
+//! none class peak) × (1 + margin/100)`, the predicted peak of the aggregated usage of the pods
+//! whose requests prod reclaiming is about, safety margin included, system usage left out.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -172,6 +176,8 @@ pub struct PriorityPredictor {
     pub reclaim_request: Amounts,
     /// `(sys + prod + none peaks) × margin`.
     pub unreclaimable: Amounts,
+    /// `(prod + none peaks) × margin`: the prod pods' peak (`prodPeakMetric`).
+    pub prod_pods_peak: Amounts,
     /// `max(reclaim_request − unreclaimable, 0)`.
     pub reclaimable: Amounts,
     /// `min(max(capacity − unreclaimable, 0), reclaimable)`.
@@ -187,6 +193,14 @@ pub struct ProdReclaimable {
     pub priority: PriorityPredictor,
     /// The smaller of the two, per resource: `prodReclaimableMetric`.
     pub result: Amounts,
+}
+
+impl ProdReclaimable {
+    /// The predicted peak usage of prod (koord-prod and none) pods, safety margin included:
+    /// `prodPeakMetric`.
+    pub fn prod_pods_peak(&self) -> Amounts {
+        self.priority.prod_pods_peak
+    }
 }
 
 /// A node-level model the priority predictor needs and does not have yet.
@@ -260,7 +274,9 @@ pub fn priority_predictor(input: &PredictInput<'_>) -> Result<PriorityPredictor,
         .prod_peak
         .ok_or(MissingModel::Class(PriorityClass::Prod.name()))?;
     let none = input.none_peak.ok_or(MissingModel::Class("none"))?;
-    let unreclaimable = sys.plus(prod).plus(none).scaled(input.settings.margin_factor());
+    let factor = input.settings.margin_factor();
+    let unreclaimable = sys.plus(prod).plus(none).scaled(factor);
+    let prod_pods_peak = prod.plus(none).scaled(factor);
     let reclaim_request = input
         .pods
         .iter()
@@ -270,6 +286,7 @@ pub fn priority_predictor(input: &PredictInput<'_>) -> Result<PriorityPredictor,
     Ok(PriorityPredictor {
         reclaim_request,
         unreclaimable,
+        prod_pods_peak,
         reclaimable,
         result: bounded(input.capacity, unreclaimable, reclaimable),
     })

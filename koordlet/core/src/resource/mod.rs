@@ -203,6 +203,8 @@ pub enum CgroupResource {
     MemoryPressure,
     /// `io.pressure`.
     IoPressure,
+    /// `memory.numa_stat`: the cgroup's memory per NUMA node (read-only).
+    MemoryNumaStat,
 }
 
 /// One row of the table.
@@ -267,7 +269,7 @@ pub(crate) use CgroupResource as R;
 use Subsystem as S;
 
 /// The table, in the order of [`CgroupResource`]'s variants.
-static TABLE: [ResourceSpec; 19] = [
+static TABLE: [ResourceSpec; 20] = [
     row(
         R::CpuShares,
         "cpu.shares",
@@ -415,11 +417,20 @@ static TABLE: [ResourceSpec; 19] = [
     pressure_row(R::CpuPressure, "cpu.pressure"),
     pressure_row(R::MemoryPressure, "memory.pressure"),
     pressure_row(R::IoPressure, "io.pressure"),
+    row(
+        R::MemoryNumaStat,
+        "memory.numa_stat",
+        Some((S::Memory, "memory.numa_stat")),
+        Some("memory.numa_stat"),
+        Domain::Stat,
+        false,
+        Codec::Structured,
+    ),
 ];
 
 impl CgroupResource {
     /// Every resource, in table order.
-    pub const ALL: [CgroupResource; 19] = [
+    pub const ALL: [CgroupResource; 20] = [
         R::CpuShares,
         R::CpuCfsQuota,
         R::CpuCfsPeriod,
@@ -439,6 +450,7 @@ impl CgroupResource {
         R::CpuPressure,
         R::MemoryPressure,
         R::IoPressure,
+        R::MemoryNumaStat,
     ];
 
     /// This resource's row of the table.

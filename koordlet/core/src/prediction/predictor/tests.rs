@@ -118,6 +118,8 @@ fn safety_margin_arithmetic() {
     let q = priority_predictor(&input(&pods, &peaks)).unwrap();
     assert!(close(q.unreclaimable, 4.4, 7.7), "{q:?}");
     assert!(close(q.reclaimable, 5.6, 2.3), "{q:?}");
+    // The prod peak leaves the system out: (prod 3 + none 0) × 1.1, 6Gi × 1.1.
+    assert!(close(q.prod_pods_peak, 3.3, 6.6), "{q:?}");
 }
 
 #[test]

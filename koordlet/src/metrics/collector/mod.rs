@@ -1,22 +1,30 @@
-//! Collectors: one round reads `/proc/stat`, `/proc/meminfo`, every pod's and container's CPU and
-//! memory cgroup files and the node's PSI, and appends samples to the stores.
+//! Collectors: one round reads `/proc/stat`, `/proc/meminfo`, the NUMA nodes' sysfs files,
+//! every pod's, container's and host application's CPU and memory cgroup files and the node's
+//! PSI, and appends samples to the stores.
 //!
 //! CPU is a rate: the round keeps the previous cumulative counter of each object and stores
 //! `Δns / Δwall` (cores); the first round of an object only primes it. Memory follows the
 //! NodeMetric memory collect policy: node `MemTotal − MemAvailable` (or `− MemFree` with page
-//! cache); pods and containers `usage − inactive_file` (working set; the whole usage with page
-//! cache). Derived per round: BE totals (usage, batch-cpu requests) and the system usage
-//! `max(node − Σ pods, 0)`.
+//! cache); pods, containers and host applications `usage − inactive_file` (working set; the
+//! whole usage with page cache). Derived per round: BE totals (usage, batch-cpu requests) and
+//! the system usage `max(node − Σ pods − Σ host applications, 0)`, as upstream; per NUMA node
+//! the system memory likewise ([`numa`]).
 //!
 //! Memory stays flat whatever the pod churn: the collector tracks only objects seen in this
-//! round, and the series of pods and containers that vanished are dropped from the store.
+//! round, and the series of pods, containers and host applications that vanished are dropped
+//! from the store.
 //!
 //! Cost per round: three small-file reads per pod and per container (CPU usage, memory usage,
-//! and `memory.stat` unless page cache counts). Each object's files are resolved and probed
-//! once and kept open within the fd budget (a read is one `pread`, see
+//! and `memory.stat` unless page cache counts), plus `memory.numa_stat` per pod on a host with
+//! NUMA nodes in sysfs, and two small files per NUMA node. Each object's files are resolved and
+//! probed once and kept open within the fd budget (a read is one `pread`, see
 //! [`crate::system::cgroup_file`]), read through one reused buffer; series are appended by
 //! borrowed name, and a BE pod's batch-cpu request is parsed again only when the pod object
 //! changes, so a round allocates only for objects it has not seen before.
+
+mod host_apps;
+mod numa;
+mod slots;
 
 use koord_api::KubeQoSClass;
 use std::collections::{HashMap, HashSet};
@@ -34,17 +42,18 @@ use crate::states::Snapshot;
 use crate::system::meminfo::Meminfo;
 use crate::system::proc_stat::{CpuTicks, ProcStat, USER_HZ, cpu_usage_cores};
 use crate::system::psi::{NodePressure, PsiStats};
-use crate::system::{
-    CgroupDir, CgroupFile, CgroupResource, Cgroups, KubeCgroupPaths, SystemError, SystemRoots,
-};
+use crate::system::{Cgroups, KubeCgroupPaths, SystemError, SystemRoots};
+use host_apps::{HostAppCollector, HostAppRound};
+use numa::NumaCollector;
+use slots::CgroupSlots;
 
 /// The two stores a collector fills: node-level series (long windows) and per-pod/container
 /// series (short windows, many objects).
 #[derive(Debug)]
 pub struct Stores {
-    /// Node, system, BE and PSI series.
+    /// Node, NUMA node, system, BE and PSI series.
     pub node: MetricStore,
-    /// Pod and container series.
+    /// Pod, container and host application series.
     pub pods: MetricStore,
 }
 
@@ -68,19 +77,14 @@ pub struct RoundSummary {
     pub dropped_objects: usize,
 }
 
-/// One pod or container the collector follows: its files (resolved on first use) and its
-/// previous CPU counter.
+/// One pod or container the collector follows: its files and its BE batch-cpu request.
 #[derive(Debug)]
 struct Tracked {
     /// The last round in which the object was in the snapshot.
     round: u64,
     /// The pod's Kubernetes QoS the files were resolved for (it decides the cgroup parent).
     kube_qos: KubeQoSClass,
-    cpu: Option<CgroupFile>,
-    memory_usage: Option<CgroupFile>,
-    memory_stat: Option<CgroupFile>,
-    /// Time and cumulative ns of the last successful CPU read.
-    prev_cpu: Option<(MetricTime, u64)>,
+    slots: CgroupSlots,
     /// A BE pod's summed `batch-cpu` requests (milli-cores) and the pod object they were
     /// computed from: recomputed only when the snapshot holds a different object (an update).
     batch_cpu_request: Option<(Arc<Pod>, i64)>,
@@ -91,10 +95,7 @@ impl Tracked {
         Tracked {
             round: 0,
             kube_qos,
-            cpu: None,
-            memory_usage: None,
-            memory_stat: None,
-            prev_cpu: None,
+            slots: CgroupSlots::default(),
             batch_cpu_request: None,
         }
     }
@@ -112,6 +113,20 @@ impl Tracked {
     }
 }
 
+/// Appends one sample, counting it in `summary` when the store takes it.
+fn append(
+    store: &mut MetricStore,
+    kind: MetricKind,
+    object: &str,
+    now: MetricTime,
+    value: f64,
+    summary: &mut RoundSummary,
+) {
+    if store.append_to(kind, object, now, value).is_ok() {
+        summary.samples += 1;
+    }
+}
+
 /// Collector state between rounds.
 #[derive(Debug)]
 pub struct Collector {
@@ -125,6 +140,8 @@ pub struct Collector {
     /// Read buffer reused by every file read.
     buf: Vec<u8>,
     psi_supported: bool,
+    numa: NumaCollector,
+    host_apps: HostAppCollector,
 }
 
 impl Collector {
@@ -139,67 +156,65 @@ impl Collector {
             round: 0,
             buf: Vec::new(),
             psi_supported: true,
+            numa: NumaCollector::default(),
+            host_apps: HostAppCollector::default(),
         }
     }
 
-    /// Objects whose previous CPU counter is held (bounded by the pods of the last round).
+    /// Objects whose previous CPU counter is held (bounded by the pods and host applications
+    /// of the last round).
     pub fn tracked_objects(&self) -> usize {
-        self.objects.values().filter(|t| t.prev_cpu.is_some()).count()
+        self.objects
+            .values()
+            .filter(|t| t.slots.has_cpu_counter())
+            .count()
+            + self.host_apps.tracked()
     }
 
-    /// One collection round at `now` over the snapshot's pods.
+    /// One collection round at `now` over the snapshot's pods and the NodeSLO's host
+    /// applications.
     pub fn collect(&mut self, snapshot: &Snapshot, now: MetricTime, stores: &mut Stores) -> RoundSummary {
         let mut summary = RoundSummary::default();
-        let put = |store: &mut MetricStore, key: SeriesKey, value: f64, summary: &mut RoundSummary| {
-            if store.append(&key, now, value).is_ok() {
-                summary.samples += 1;
-            }
-        };
-        let put_object = |store: &mut MetricStore,
-                          kind: MetricKind,
-                          object: &str,
-                          value: f64,
-                          summary: &mut RoundSummary| {
-            if store.append_to(kind, object, now, value).is_ok() {
-                summary.samples += 1;
-            }
-        };
+        let node_store = &mut stores.node;
         let policy = snapshot.node_metric.memory_policy;
 
-        // Node CPU and memory.
+        // Node CPU and memory, then the NUMA nodes.
         let mut node_cpu = None;
-        match ProcStat::read(&self.roots) {
+        let stat = match ProcStat::read(&self.roots) {
             Ok(stat) => {
                 if let Some((t, prev)) = self.prev_node {
                     let secs = (now.as_millis() - t.as_millis()) as f64 / 1000.0;
                     node_cpu = cpu_usage_cores(&prev, &stat.total, secs, USER_HZ);
                 }
                 self.prev_node = Some((now, stat.total));
+                Some(stat)
             }
-            Err(_) => summary.read_errors += 1,
-        }
+            Err(_) => {
+                summary.read_errors += 1;
+                None
+            }
+        };
         if let Some(c) = node_cpu {
-            put(
-                &mut stores.node,
-                SeriesKey::node(MetricKind::NodeCpuUsage),
-                c,
-                &mut summary,
-            );
+            append(node_store, MetricKind::NodeCpuUsage, "", now, c, &mut summary);
         }
         let mut node_memory = None;
         match Meminfo::read(&self.roots) {
             Ok(info) => {
                 let without = info.mem_total.saturating_sub(info.mem_available) as f64;
                 let with = info.mem_total.saturating_sub(info.mem_free) as f64;
-                put(
-                    &mut stores.node,
-                    SeriesKey::node(MetricKind::NodeMemoryUsage),
+                append(
+                    node_store,
+                    MetricKind::NodeMemoryUsage,
+                    "",
+                    now,
                     without,
                     &mut summary,
                 );
-                put(
-                    &mut stores.node,
-                    SeriesKey::node(MetricKind::NodeMemoryUsageWithPageCache),
+                append(
+                    node_store,
+                    MetricKind::NodeMemoryUsageWithPageCache,
+                    "",
+                    now,
                     with,
                     &mut summary,
                 );
@@ -211,6 +226,9 @@ impl Collector {
             }
             Err(_) => summary.read_errors += 1,
         }
+        let mut numa =
+            self.numa
+                .collect_nodes(&self.roots, stat.as_ref(), now, policy, node_store, &mut summary);
 
         // Pods and containers.
         self.round += 1;
@@ -220,10 +238,12 @@ impl Collector {
             paths,
             objects,
             buf,
+            host_apps,
             ..
         } = self;
         let cgroups: &Cgroups = cgroups;
         let paths: &KubeCgroupPaths = paths;
+        let pod_store = &mut stores.pods;
         let mut container_name = String::new();
         let (mut pods_cpu, mut pods_memory, mut pods_cpu_complete) = (0.0, 0.0, true);
         let (mut be_cpu, mut be_request_milli) = (0.0, 0i64);
@@ -234,15 +254,9 @@ impl Collector {
                 continue;
             };
             let dir = || pod.cgroup_dir(paths);
-            match read_cpu(cgroups, tracked, &dir, buf, now) {
+            match tracked.slots.read_cpu(cgroups, &dir, buf, now) {
                 Ok(Some(cores)) => {
-                    put_object(
-                        &mut stores.pods,
-                        MetricKind::PodCpuUsage,
-                        uid,
-                        cores,
-                        &mut summary,
-                    );
+                    append(pod_store, MetricKind::PodCpuUsage, uid, now, cores, &mut summary);
                     pods_cpu += cores;
                     if is_be {
                         be_cpu += cores;
@@ -251,18 +265,27 @@ impl Collector {
                 Ok(None) => pods_cpu_complete = false,
                 Err(_) => summary.read_errors += 1,
             }
-            match read_memory(cgroups, tracked, &dir, buf, policy) {
+            match tracked.slots.read_memory(cgroups, &dir, buf, policy) {
                 Ok(bytes) => {
-                    put_object(
-                        &mut stores.pods,
+                    append(
+                        pod_store,
                         MetricKind::PodMemoryUsage,
                         uid,
+                        now,
                         bytes,
                         &mut summary,
                     );
                     pods_memory += bytes;
                 }
                 Err(_) => summary.read_errors += 1,
+            }
+            if let Some(numa) = numa.as_mut()
+                && tracked
+                    .slots
+                    .add_numa_memory(cgroups, &dir, buf, policy, &numa.ids, &mut numa.cgroups)
+                    .is_err()
+            {
+                summary.read_errors += 1;
             }
             if is_be {
                 let milli = match &tracked.batch_cpu_request {
@@ -287,22 +310,24 @@ impl Collector {
                     continue;
                 };
                 let dir = || paths.container_dir(pod.kube_qos, &pod.uid, id);
-                match read_cpu(cgroups, tracked, &dir, buf, now) {
-                    Ok(Some(cores)) => put_object(
-                        &mut stores.pods,
+                match tracked.slots.read_cpu(cgroups, &dir, buf, now) {
+                    Ok(Some(cores)) => append(
+                        pod_store,
                         MetricKind::ContainerCpuUsage,
                         object,
+                        now,
                         cores,
                         &mut summary,
                     ),
                     Ok(None) => {}
                     Err(_) => summary.read_errors += 1,
                 }
-                match read_memory(cgroups, tracked, &dir, buf, policy) {
-                    Ok(bytes) => put_object(
-                        &mut stores.pods,
+                match tracked.slots.read_memory(cgroups, &dir, buf, policy) {
+                    Ok(bytes) => append(
+                        pod_store,
                         MetricKind::ContainerMemoryUsage,
                         object,
+                        now,
                         bytes,
                         &mut summary,
                     ),
@@ -318,37 +343,57 @@ impl Collector {
             }
             seen
         });
-        stores.pods.remove_objects(&gone);
+        pod_store.remove_objects(&gone);
         summary.dropped_objects += gone.len();
 
+        // Host applications.
+        let apps = snapshot
+            .node_slo
+            .as_deref()
+            .and_then(|slo| slo.host_applications.as_deref())
+            .unwrap_or(&[]);
+        let hosts = host_apps.collect(
+            apps,
+            HostAppRound {
+                cgroups,
+                paths,
+                buf,
+                now,
+                policy,
+            },
+            numa.as_mut(),
+            pod_store,
+            &mut summary,
+        );
+
         // Derived series.
-        put(
-            &mut stores.node,
-            SeriesKey::node(MetricKind::BeCpuUsage),
-            be_cpu,
+        append(node_store, MetricKind::BeCpuUsage, "", now, be_cpu, &mut summary);
+        let be_request = be_request_milli as f64 / 1000.0;
+        append(
+            node_store,
+            MetricKind::BeCpuRequest,
+            "",
+            now,
+            be_request,
             &mut summary,
         );
-        put(
-            &mut stores.node,
-            SeriesKey::node(MetricKind::BeCpuRequest),
-            be_request_milli as f64 / 1000.0,
-            &mut summary,
-        );
-        if let (Some(node), true) = (node_cpu, pods_cpu_complete) {
-            put(
-                &mut stores.node,
-                SeriesKey::node(MetricKind::SysCpuUsage),
-                (node - pods_cpu).max(0.0),
+        if let (Some(node), true, true) = (node_cpu, pods_cpu_complete, hosts.cpu_complete) {
+            let system = (node - pods_cpu - hosts.cpu).max(0.0);
+            append(node_store, MetricKind::SysCpuUsage, "", now, system, &mut summary);
+        }
+        if let Some(node) = node_memory {
+            let system = (node - pods_memory - hosts.memory).max(0.0);
+            append(
+                node_store,
+                MetricKind::SysMemoryUsage,
+                "",
+                now,
+                system,
                 &mut summary,
             );
         }
-        if let Some(node) = node_memory {
-            put(
-                &mut stores.node,
-                SeriesKey::node(MetricKind::SysMemoryUsage),
-                (node - pods_memory).max(0.0),
-                &mut summary,
-            );
+        if let Some(numa) = &numa {
+            numa.append_system(now, node_store, &mut summary);
         }
         if self.psi_supported {
             self.collect_psi(now, stores, &mut summary);
@@ -409,88 +454,4 @@ fn visit<'m>(
     let tracked = objects.get_mut(name)?;
     tracked.visit(round, kube_qos);
     Some(tracked)
-}
-
-/// Reads the file in `slot`, resolving it in `dir()` first when needed. A file that vanished
-/// (its cgroup was removed, e.g. recreated by the runtime) is forgotten, so the next round
-/// resolves and probes it again.
-fn read_slot<T>(
-    cgroups: &Cgroups,
-    slot: &mut Option<CgroupFile>,
-    resource: CgroupResource,
-    dir: &dyn Fn() -> CgroupDir,
-    buf: &mut Vec<u8>,
-    read: impl Fn(&mut CgroupFile, &mut Vec<u8>) -> Result<T, SystemError>,
-) -> Result<T, SystemError> {
-    let mut file = match slot.take() {
-        Some(file) => file,
-        None => cgroups.file(resource, &dir())?,
-    };
-    let result = read(&mut file, buf);
-    if !matches!(result, Err(SystemError::CgroupDirMissing(_))) {
-        *slot = Some(file);
-    }
-    result
-}
-
-/// The object's CPU rate in cores since its previous reading (`None` on its first reading or
-/// when the counter went backwards).
-fn read_cpu(
-    cgroups: &Cgroups,
-    tracked: &mut Tracked,
-    dir: &dyn Fn() -> CgroupDir,
-    buf: &mut Vec<u8>,
-    now: MetricTime,
-) -> Result<Option<f64>, SystemError> {
-    let ns = match read_slot(
-        cgroups,
-        &mut tracked.cpu,
-        CgroupResource::CpuUsage,
-        dir,
-        buf,
-        CgroupFile::read_u64,
-    ) {
-        Ok(ns) => ns,
-        Err(error) => {
-            tracked.prev_cpu = None;
-            return Err(error);
-        }
-    };
-    let rate = tracked.prev_cpu.and_then(|(t, prev)| {
-        let elapsed_ns = (now.as_millis() - t.as_millis()).checked_mul(1_000_000)?;
-        (elapsed_ns > 0).then_some(())?;
-        Some(ns.checked_sub(prev)? as f64 / elapsed_ns as f64)
-    });
-    tracked.prev_cpu = Some((now, ns));
-    Ok(rate)
-}
-
-/// The object's memory under `policy`: usage, minus inactive page cache unless page cache counts.
-fn read_memory(
-    cgroups: &Cgroups,
-    tracked: &mut Tracked,
-    dir: &dyn Fn() -> CgroupDir,
-    buf: &mut Vec<u8>,
-    policy: MemoryCollectPolicy,
-) -> Result<f64, SystemError> {
-    let usage = read_slot(
-        cgroups,
-        &mut tracked.memory_usage,
-        CgroupResource::MemoryUsage,
-        dir,
-        buf,
-        CgroupFile::read_u64,
-    )?;
-    if policy == MemoryCollectPolicy::UsageWithPageCache {
-        return Ok(usage as f64);
-    }
-    let stat = read_slot(
-        cgroups,
-        &mut tracked.memory_stat,
-        CgroupResource::MemoryStat,
-        dir,
-        buf,
-        CgroupFile::read_memory_stat,
-    )?;
-    Ok(stat.working_set(usage) as f64)
 }
