@@ -349,6 +349,28 @@ inactive_file N0=3000 N1=0\nactive_file N0=4000 N1=0\nunevictable N0=5 N1=0\nsla
         assert!(matches!(read_numa_nodes(&roots), Err(SystemError::Parse { .. })));
     }
 
+    /// This machine's own files, where it has them: every node parses, every CPU is on one.
+    #[test]
+    fn this_hosts_sysfs_and_root_numa_stat_parse() {
+        let roots = SystemRoots::default();
+        if !roots.sys.join("devices/system/node/node0").exists() {
+            println!("skipped: no NUMA nodes in /sys");
+            return;
+        }
+        let nodes = read_numa_nodes(&roots).unwrap();
+        assert!(!nodes.is_empty());
+        assert!(nodes.iter().all(|n| n.memory.mem_total > 0), "{nodes:?}");
+        for (version, path) in [
+            (CgroupVersion::V1, "/sys/fs/cgroup/memory/memory.numa_stat"),
+            (CgroupVersion::V2, "/sys/fs/cgroup/memory.numa_stat"),
+        ] {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                let stat = NumaStat::parse(&text, version, page_size()).unwrap();
+                assert!(stat.nodes.contains_key(&nodes[0].id), "{path}: {stat:?}");
+            }
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {

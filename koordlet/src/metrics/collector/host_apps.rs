@@ -97,8 +97,7 @@ impl HostAppCollector {
                 continue;
             };
             tracked.round = round;
-            let dir = tracked.dir.clone();
-            let dir = || dir.clone();
+            let dir = || tracked.dir.clone();
             match tracked.slots.read_cpu(r.cgroups, &dir, r.buf, r.now) {
                 Ok(Some(cores)) => {
                     append(store, MetricKind::HostAppCpuUsage, name, r.now, cores, summary);

@@ -20,7 +20,8 @@
 //! probed once and kept open within the fd budget (a read is one `pread`, see
 //! [`crate::system::cgroup_file`]), read through one reused buffer; series are appended by
 //! borrowed name, and a BE pod's batch-cpu request is parsed again only when the pod object
-//! changes, so a round allocates only for objects it has not seen before.
+//! changes, so a round allocates only for objects it has not seen before and for the few
+//! NUMA node files (read whole each round, so CPU hotplug and memory changes are followed).
 
 mod host_apps;
 mod numa;
