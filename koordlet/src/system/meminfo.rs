@@ -24,6 +24,19 @@ pub struct Meminfo {
     pub sreclaimable: u64,
 }
 
+/// One `Key: value [kB]` line of a meminfo file: the text before the colon and the value in
+/// bytes; `None` for a line without a colon or a number.
+pub(crate) fn entry(line: &str) -> Option<(&str, u64)> {
+    let (key, rest) = line.split_once(':')?;
+    let mut parts = rest.split_whitespace();
+    let value = parts.next()?.parse::<u64>().ok()?;
+    let bytes = match parts.next() {
+        Some("kB") => value.saturating_mul(1024),
+        _ => value,
+    };
+    Some((key, bytes))
+}
+
 impl Meminfo {
     /// Parses `/proc/meminfo`. `MemTotal`, `MemFree` and `MemAvailable` are required (every
     /// kernel since 3.14 has them); other fields default to 0; unknown lines are ignored.
@@ -31,16 +44,8 @@ impl Meminfo {
         let mut info = Meminfo::default();
         let mut seen = [false; 3];
         for line in text.lines() {
-            let Some((key, rest)) = line.split_once(':') else {
+            let Some((key, bytes)) = entry(line) else {
                 continue;
-            };
-            let mut parts = rest.split_whitespace();
-            let Some(Ok(value)) = parts.next().map(str::parse::<u64>) else {
-                continue;
-            };
-            let bytes = match parts.next() {
-                Some("kB") => value.saturating_mul(1024),
-                _ => value,
             };
             let slot = match key.trim() {
                 "MemTotal" => {

@@ -40,20 +40,12 @@ impl NumaMeminfo {
         let mut info = NumaMeminfo::default();
         let (mut total, mut free) = (false, false);
         for line in text.lines() {
-            let Some((key, rest)) = line.split_once(':') else {
+            let Some((key, bytes)) = super::meminfo::entry(line) else {
                 continue;
             };
             // `Node <id> <Field>`: the field is the last word before the colon.
             let Some(field) = key.split_whitespace().last() else {
                 continue;
-            };
-            let mut parts = rest.split_whitespace();
-            let Some(Ok(value)) = parts.next().map(str::parse::<u64>) else {
-                continue;
-            };
-            let bytes = match parts.next() {
-                Some("kB") => value.saturating_mul(1024),
-                _ => value,
             };
             let slot = match field {
                 "MemTotal" => {
