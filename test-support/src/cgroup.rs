@@ -205,6 +205,11 @@ impl CgroupV1Tree {
         Ok(pid)
     }
 
+    /// The controllers the tree was made in, in the order given to [`CgroupV1Tree::new`].
+    pub fn controllers(&self) -> impl Iterator<Item = &str> {
+        self.mounts.iter().map(|(controller, _)| controller.as_str())
+    }
+
     /// Takes ownership of `child`: it is killed and reaped on drop, before the directories go.
     pub fn adopt(&mut self, child: Child) {
         self.procs.push(child);

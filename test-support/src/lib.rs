@@ -10,6 +10,7 @@
 //!   kernel, for the kernel rules a cgroup v1 host cannot exercise.
 
 pub mod cgroup;
+pub mod footprint;
 pub mod poll;
 pub mod scrape;
 pub mod vm;

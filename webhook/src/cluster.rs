@@ -1,6 +1,11 @@
 //! The live [`ClusterView`]: reflector caches of ClusterColocationProfiles, Namespaces,
 //! PriorityClasses and Nodes. Profiles are compiled once per resourceVersion, so a request
 //! only evaluates pre-parsed selectors.
+//!
+//! Namespaces and Nodes are read only for their labels, so they are watched metadata-only
+//! (`PartialObjectMetadata`: the API server sends no spec or status) and each cached object is
+//! trimmed to its name, labels and resourceVersion: a Node's status (images, conditions) and
+//! `managedFields` are most of its bytes, and a cluster has thousands of them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -8,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use koord_api::profile::ClusterColocationProfile;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -22,9 +29,9 @@ type ProfileCache = HashMap<String, (String, Arc<CompiledProfile>)>;
 #[derive(Clone)]
 pub struct ReflectorView {
     profiles: Store<ClusterColocationProfile>,
-    namespaces: Store<Namespace>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
     priority_classes: Store<PriorityClass>,
-    nodes: Store<Node>,
+    nodes: Store<PartialObjectMeta<Node>>,
     compiled: Arc<Mutex<ProfileCache>>,
 }
 
@@ -33,9 +40,9 @@ impl ReflectorView {
     pub fn start(client: Client) -> Self {
         let profiles =
             spawn_reflector::<ClusterColocationProfile>(client.clone(), "clustercolocationprofiles");
-        let namespaces = spawn_reflector::<Namespace>(client.clone(), "namespaces");
+        let namespaces = spawn_labels_reflector::<Namespace>(client.clone(), "namespaces");
         let priority_classes = spawn_reflector::<PriorityClass>(client.clone(), "priorityclasses");
-        let nodes = spawn_reflector::<Node>(client, "nodes");
+        let nodes = spawn_labels_reflector::<Node>(client, "nodes");
         Self {
             profiles,
             namespaces,
@@ -71,6 +78,44 @@ where
         reflector::reflector(writer, watcher(api, watcher::Config::default())),
     ));
     store
+}
+
+/// Objects per list page of the metadata-only watches.
+const LIST_PAGE_SIZE: u32 = 100;
+
+/// A metadata-only reflector keeping each object's name, labels and resourceVersion.
+fn spawn_labels_reflector<K>(client: Client, what: &'static str) -> Store<PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    // `Api<PartialObjectMeta<K>>` asks for `as=PartialObjectMetadata[List]`.
+    let api: Api<PartialObjectMeta<K>> = Api::all(client);
+    // Small list pages: a page's objects arrive with their `managedFields` (the server cannot
+    // leave them out), and a smaller page keeps the allocator's high-water mark at start down.
+    let config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+    let events = watcher(api, config).modify(keep_name_and_labels);
+    tokio::spawn(run(what, reflector::reflector(writer, events)));
+    store
+}
+
+/// Drops every metadata field the webhook never reads (annotations and `managedFields` above
+/// all, which on a Node can be tens of kilobytes).
+fn keep_name_and_labels<K>(object: &mut PartialObjectMeta<K>) {
+    let metadata = std::mem::take(&mut object.metadata);
+    object.metadata = ObjectMeta {
+        name: metadata.name,
+        namespace: metadata.namespace,
+        labels: metadata.labels,
+        resource_version: metadata.resource_version,
+        ..ObjectMeta::default()
+    };
 }
 
 async fn run<K, S>(what: &'static str, stream: S)
@@ -141,5 +186,32 @@ impl ClusterView for ReflectorView {
                 )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_metadata_keeps_only_what_the_webhook_reads() {
+        let mut node: PartialObjectMeta<Node> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": "n1", "resourceVersion": "42", "uid": "u-1",
+                "labels": {"pool": "batch"},
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+                "managedFields": [{"manager": "kubelet", "operation": "Apply", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]}}))
+        .unwrap();
+        keep_name_and_labels(&mut node);
+        assert_eq!(node.metadata.name.as_deref(), Some("n1"));
+        assert_eq!(node.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(
+            node.metadata.labels,
+            Some(BTreeMap::from([("pool".to_string(), "batch".to_string())]))
+        );
+        assert_eq!(node.metadata.annotations, None);
+        assert_eq!(node.metadata.managed_fields, None);
+        assert_eq!(node.metadata.uid, None);
     }
 }

@@ -9,6 +9,7 @@ use common::{cluster_with_namespace, pod, unique};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use koord_test_support::eventually;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{Controller, WatchStreamExt, controller::Action, reflector, watcher};
 use serde_json::json;
@@ -545,4 +546,105 @@ async fn expire_watches_ends_every_watch_with_410_and_resumes_are_gone() {
         fresh.try_next().await.unwrap(),
         Some(WatchEvent::Added(_))
     ));
+}
+
+/// `as=PartialObjectMetadata[List]` content negotiation: kube-rs' metadata requests and watches
+/// get the metadata-only form, a mismatched form is 406, as from kube-apiserver.
+#[tokio::test]
+async fn metadata_only_get_list_and_watch() {
+    let (_c, client, ns) = cluster_with_namespace().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(&format!("m{i}"), &[("app", "web")]))
+            .await
+            .unwrap();
+    }
+    let raw = |accept: &str, path: String| {
+        http::Request::get(path)
+            .header("accept", accept)
+            .body(Vec::new())
+            .unwrap()
+    };
+    let list_form = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let object_form = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let list: serde_json::Value = serde_json::from_str(
+        &client
+            .request_text(raw(list_form, Pod::url_path(&(), Some(&ns))))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    assert!(list["metadata"]["resourceVersion"].is_string());
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    for item in items {
+        assert_eq!(item["kind"], "PartialObjectMetadata");
+        assert_eq!(item["metadata"]["labels"]["app"], "web");
+        assert!(
+            item.get("spec").is_none() && item.get("status").is_none(),
+            "{item}"
+        );
+    }
+    let one: serde_json::Value = serde_json::from_str(
+        &client
+            .request_text(raw(object_form, format!("{}/m0", Pod::url_path(&(), Some(&ns)))))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["metadata"]["name"], "m0");
+    assert!(one.get("spec").is_none());
+    // The object form on a list, and the list form on an object, are not acceptable.
+    for (accept, path) in [
+        (object_form, Pod::url_path(&(), Some(&ns))),
+        (list_form, format!("{}/m0", Pod::url_path(&(), Some(&ns)))),
+    ] {
+        let err = client.request_text(raw(accept, path)).await.unwrap_err();
+        assert!(matches!(err, kube::Error::Api(ref s) if s.code == 406), "{err:?}");
+    }
+
+    // kube-rs' typed metadata calls and a metadata watcher.
+    let listed = pods.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 3);
+    assert_eq!(
+        listed.items[0].types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    let (reader, writer) = reflector::store();
+    let metadata: Api<kube::core::PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), &ns);
+    let stream = reflector(writer, watcher(metadata, watcher::Config::default())).applied_objects();
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reader.state().len(), 3);
+    let p = json!({"metadata": {"labels": {"changed": "yes"}}});
+    pods.patch("m1", &PatchParams::default(), &kube::api::Patch::Merge(&p))
+        .await
+        .unwrap();
+    eventually(
+        "the metadata watch to see the label",
+        Duration::from_secs(10),
+        || {
+            let r = reader.clone();
+            async move {
+                r.state().iter().any(|p| {
+                    p.metadata.name.as_deref() == Some("m1")
+                        && p.metadata
+                            .labels
+                            .as_ref()
+                            .is_some_and(|l| l.contains_key("changed"))
+                        && p.types
+                            .as_ref()
+                            .is_some_and(|t| t.kind == "PartialObjectMetadata")
+                })
+            }
+        },
+    )
+    .await;
+    task.abort();
 }

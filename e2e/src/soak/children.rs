@@ -1,7 +1,9 @@
 //! A component in a child process: spawned with its log in a file, stopped with SIGTERM (then
 //! SIGKILL), and killed on drop so a failed soak leaves no process behind.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use koord_test_support::cgroup::CgroupV1Tree;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,6 +17,8 @@ pub(super) struct Component {
     name: &'static str,
     child: Mutex<Child>,
     pid: u32,
+    /// Its own memory cgroup, when the soak could make one.
+    memory_cgroup: Option<PathBuf>,
 }
 
 impl Component {
@@ -23,12 +27,22 @@ impl Component {
         exe: &Path,
         args: &[String],
         log_dir: &Path,
+        tree: Option<&CgroupV1Tree>,
     ) -> Result<Self, SoakError> {
         let io = |what: String| move |source| SoakError::Io { what, source };
         let log = std::fs::File::create(log_dir.join(format!("{name}.log")))
             .map_err(io(format!("{name} log file")))?;
         let err = log.try_clone().map_err(io(format!("{name} log file")))?;
-        let child = Command::new(exe)
+        // In a memory cgroup of its own from its first instruction, so its whole footprint
+        // (kernel memory included) is charged there.
+        let (mut command, memory_cgroup) = match tree {
+            Some(tree) => {
+                tree.mkdir(name).map_err(io(format!("{name} memory cgroup")))?;
+                (tree.command_in(name, exe), Some(tree.path("memory", name)))
+            }
+            None => (Command::new(exe), None),
+        };
+        let child = command
             .arg(name)
             .args(args)
             .stdin(Stdio::null())
@@ -40,7 +54,12 @@ impl Component {
             name,
             pid: child.id(),
             child: Mutex::new(child),
+            memory_cgroup,
         })
+    }
+
+    pub(super) fn memory_cgroup(&self) -> Option<&Path> {
+        self.memory_cgroup.as_deref()
     }
 
     pub(super) fn pid(&self) -> u32 {

@@ -143,7 +143,21 @@ pub async fn run(config: &SoakConfig) -> Result<SoakReport, SoakError> {
         format!("--state-dir={}", state_dir.display()),
         format!("--cpuset-state-file={}", state_dir.join("cpuset.json").display()),
     ]);
-    let koordlet = Component::spawn("koordlet", &config.component_exe, &koordlet_args, &config.out_dir)?;
+    // Each component in a memory cgroup of its own, where cgroup v1 is writable here.
+    let memory_tree = match koord_test_support::cgroup::CgroupV1Tree::new(&["memory"]) {
+        Ok(tree) => Some(tree),
+        Err(reason) => {
+            tracing::warn!(%reason, "no memory cgroup per component: cgroup figures stay 0");
+            None
+        }
+    };
+    let koordlet = Component::spawn(
+        "koordlet",
+        &config.component_exe,
+        &koordlet_args,
+        &config.out_dir,
+        memory_tree.as_ref(),
+    )?;
     let manager_args = vec![
         format!("--kubeconfig={}", kubeconfig.display()),
         "--leader-elect=false".into(),
@@ -151,7 +165,13 @@ pub async fn run(config: &SoakConfig) -> Result<SoakReport, SoakError> {
         "--health-addr=127.0.0.1:0".into(),
         "--resync-seconds=5".into(),
     ];
-    let manager = Component::spawn("manager", &config.component_exe, &manager_args, &config.out_dir)?;
+    let manager = Component::spawn(
+        "manager",
+        &config.component_exe,
+        &manager_args,
+        &config.out_dir,
+        memory_tree.as_ref(),
+    )?;
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
@@ -207,8 +227,12 @@ pub async fn run(config: &SoakConfig) -> Result<SoakReport, SoakError> {
                 churned += 1;
             }
             _ = sampling.tick() => {
-                let koordlet_now = ProcessFootprint::of(koordlet.pid()).ok_or(SoakError::ComponentExited("koordlet"))?;
-                let manager_now = ProcessFootprint::of(manager.pid()).ok_or(SoakError::ComponentExited("koord-manager"))?;
+                let koordlet_now = ProcessFootprint::of(koordlet.pid())
+                    .ok_or(SoakError::ComponentExited("koordlet"))?
+                    .with_cgroup(koordlet.memory_cgroup());
+                let manager_now = ProcessFootprint::of(manager.pid())
+                    .ok_or(SoakError::ComponentExited("koord-manager"))?
+                    .with_cgroup(manager.memory_cgroup());
                 let (cgroup_dirs, cgroup_tasks) = sample::count_cgroups(&cgroup_view);
                 let listed = pods.list(&ListParams::default()).await?.items.len() as u64;
                 samples.push(Sample {
@@ -273,18 +297,22 @@ async fn count_running(pods: &Api<Pod>) -> Result<usize, SoakError> {
 /// Writes the samples as CSV (one header line, one line per sample).
 pub fn write_csv(path: &Path, samples: &[Sample]) -> Result<(), SoakError> {
     let mut text = String::from(
-        "seconds,koordlet_rss_bytes,koordlet_fds,koordlet_threads,manager_rss_bytes,manager_fds,manager_threads,cgroup_dirs,cgroup_tasks,pods,load1\n",
+        "seconds,koordlet_rss_bytes,koordlet_fds,koordlet_threads,koordlet_cgroup_bytes,koordlet_kernel_bytes,manager_rss_bytes,manager_fds,manager_threads,manager_cgroup_bytes,manager_kernel_bytes,cgroup_dirs,cgroup_tasks,pods,load1\n",
     );
     for s in samples {
         text.push_str(&format!(
-            "{:.1},{},{},{},{},{},{},{},{},{},{:.2}\n",
+            "{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.2}\n",
             s.seconds,
             s.koordlet.rss_bytes,
             s.koordlet.open_fds,
             s.koordlet.threads,
+            s.koordlet.cgroup_bytes,
+            s.koordlet.kernel_bytes,
             s.manager.rss_bytes,
             s.manager.open_fds,
             s.manager.threads,
+            s.manager.cgroup_bytes,
+            s.manager.kernel_bytes,
             s.cgroup_dirs,
             s.cgroup_tasks,
             s.pods,

@@ -31,6 +31,11 @@ pub struct ProcessFootprint {
     pub open_fds: u64,
     /// Threads (`Threads`): the tokio workers and blocking pool.
     pub threads: u64,
+    /// What the process's own memory cgroup (v1) charged: user and kernel memory, its kept
+    /// cgroup files' dentries and inodes among them. 0 where it runs in no cgroup of its own.
+    pub cgroup_bytes: u64,
+    /// The kernel-memory part of `cgroup_bytes` (`memory.kmem.usage_in_bytes`).
+    pub kernel_bytes: u64,
 }
 
 impl ProcessFootprint {
@@ -49,7 +54,18 @@ impl ProcessFootprint {
             rss_bytes: field("VmRSS:")? * 1024,
             open_fds,
             threads: field("Threads:")?,
+            cgroup_bytes: 0,
+            kernel_bytes: 0,
         })
+    }
+
+    /// Adds the charge of the process's own memory cgroup `dir` (left at 0 when unreadable).
+    pub fn with_cgroup(mut self, dir: Option<&Path>) -> Self {
+        if let Some(memory) = dir.and_then(|dir| koord_test_support::footprint::CgroupMemory::of(dir).ok()) {
+            self.cgroup_bytes = memory.usage;
+            self.kernel_bytes = memory.kernel;
+        }
+        self
     }
 }
 

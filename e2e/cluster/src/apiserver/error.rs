@@ -251,6 +251,11 @@ impl ApiError {
         Self::new(405, "MethodNotAllowed", message)
     }
 
+    /// 406: the Accept header asks for a form the resource cannot be served in.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
     /// 415: e.g. strategic merge patch on a custom resource.
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {
         Self::new(415, "UnsupportedMediaType", message)

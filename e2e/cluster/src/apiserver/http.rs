@@ -23,6 +23,7 @@ use super::field_validation::{self, FieldValidation, Warnings};
 use super::object::{needs_conversion, storage_key};
 use super::openapi;
 use super::ops::{DeleteParams, Target, WriteParams};
+use super::partial;
 use super::patch::PatchKind;
 use super::selector::{FieldSelector, LabelSelector};
 use super::server::ApiServer;
@@ -241,6 +242,9 @@ async fn dispatch(st: HttpState, req: Request) -> ApiResult<Response> {
         }
         (Method::GET, true, _) => {
             let obj = server.get_object(&t)?;
+            if let Some(form) = partial::wants_metadata(&accept)? {
+                return Ok(ok(&form.for_object()?.object(&obj)));
+            }
             if table::wants_table(&accept) {
                 let rv = obj
                     .pointer("/metadata/resourceVersion")
@@ -339,6 +343,9 @@ fn decode_continue(token: &str) -> ApiResult<(u64, ObjectKey)> {
 
 fn list(server: &ApiServer, t: &Target, q: &Query, accept: &str) -> ApiResult<Response> {
     let (labels, fields) = selectors(q)?;
+    let metadata_only = partial::wants_metadata(accept)?
+        .map(partial::MetadataAs::for_list)
+        .transpose()?;
     let limit = q
         .get("limit")
         .map(|l| {
@@ -377,7 +384,12 @@ fn list(server: &ApiServer, t: &Target, q: &Query, accept: &str) -> ApiResult<Re
     if let (Some(n), Some(m)) = (&next, metadata.as_object_mut()) {
         m.insert("continue".into(), json!(n));
     }
-    let head = json!({"kind": format!("{}List", t.info.kind), "apiVersion": t.info.api_version(&t.version), "metadata": metadata});
+    let head = match metadata_only {
+        Some(form) => form.list_head(metadata),
+        None => {
+            json!({"kind": format!("{}List", t.info.kind), "apiVersion": t.info.api_version(&t.version), "metadata": metadata})
+        }
+    };
     let mut out = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;
     out.pop(); // drop the closing brace, append items
     out.extend_from_slice(b",\"items\":[");
@@ -386,7 +398,9 @@ fn list(server: &ApiServer, t: &Target, q: &Query, accept: &str) -> ApiResult<Re
         if i > 0 {
             out.push(b',');
         }
-        if convert {
+        if let Some(form) = metadata_only {
+            out.extend(serde_json::to_vec(&form.object(&o.value)).unwrap_or_default());
+        } else if convert {
             out.extend(serde_json::to_vec(&t.view(&o.value)).unwrap_or_default());
         } else {
             out.extend_from_slice(&o.json);
@@ -426,6 +440,9 @@ fn watch_request(st: &HttpState, t: Target, q: &Query, accept: &str) -> ApiResul
         send_initial: q.flag("sendInitialEvents"),
         timeout,
         table: table::wants_table(accept),
+        metadata_only: partial::wants_metadata(accept)?
+            .map(partial::MetadataAs::for_object)
+            .transpose()?,
         bookmark_every: st.bookmark_every,
     };
     Ok(watch::watch(st.server.clone(), t, p))

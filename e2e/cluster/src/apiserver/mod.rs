@@ -10,6 +10,7 @@ pub mod kinds;
 pub mod object;
 pub mod openapi;
 pub mod ops;
+pub mod partial;
 pub mod patch;
 pub mod pods;
 pub mod proto;

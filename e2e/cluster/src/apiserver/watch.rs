@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::object::{needs_conversion, storage_key};
 use super::ops::Target;
+use super::partial::MetadataAs;
 use super::selector::{FieldSelector, LabelSelector};
 use super::server::ApiServer;
 use super::store::{ChangeType, StoredObject};
@@ -36,6 +37,8 @@ pub struct WatchParams {
     pub timeout: Option<Duration>,
     /// Render events as Table rows (kubectl get -w).
     pub table: bool,
+    /// Render objects as `PartialObjectMetadata` (metadata-only watches).
+    pub metadata_only: Option<MetadataAs>,
     /// Bookmark period.
     pub bookmark_every: Duration,
 }
@@ -43,6 +46,7 @@ pub struct WatchParams {
 struct Encoder {
     t: Target,
     table: bool,
+    metadata_only: Option<MetadataAs>,
 }
 
 impl Encoder {
@@ -51,7 +55,9 @@ impl Encoder {
         buf.put_slice(b"{\"type\":\"");
         buf.put_slice(ty.as_bytes());
         buf.put_slice(b"\",\"object\":");
-        if self.table {
+        if let Some(form) = self.metadata_only {
+            buf.put_slice(&serde_json::to_vec(&form.object(&obj.value)).unwrap_or_default());
+        } else if self.table {
             let view = self.t.view(&obj.value);
             let tbl = table::table(&self.t.info, &[view], &obj.rv.to_string(), None, true);
             buf.put_slice(&serde_json::to_vec(&tbl).unwrap_or_default());
@@ -75,7 +81,15 @@ impl Encoder {
         if initial_end && let Some(m) = metadata.as_object_mut() {
             m.insert("annotations".into(), json!({"k8s.io/initial-events-end": "true"}));
         }
-        self.raw("BOOKMARK", json!({"kind": self.t.info.kind, "apiVersion": self.t.info.api_version(&self.t.version), "metadata": metadata}))
+        let object = match self.metadata_only {
+            Some(form) => {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": form.api_version, "metadata": metadata})
+            }
+            None => {
+                json!({"kind": self.t.info.kind, "apiVersion": self.t.info.api_version(&self.t.version), "metadata": metadata})
+            }
+        };
+        self.raw("BOOKMARK", object)
     }
 }
 
@@ -85,6 +99,7 @@ pub fn watch(server: Arc<ApiServer>, t: Target, p: WatchParams) -> Response {
     let enc = Encoder {
         t: t.clone(),
         table: p.table,
+        metadata_only: p.metadata_only,
     };
     let key = storage_key(&t.info);
     let ns = if t.info.namespaced {
