@@ -204,6 +204,7 @@ pub async fn run(
         normalization_problems: Mutex::new(Default::default()),
         last_batch_write: Mutex::new(Default::default()),
         last_mid_write: Mutex::new(Default::default()),
+        applied_pairs: Mutex::new(Default::default()),
         resync: args.resync,
     });
 

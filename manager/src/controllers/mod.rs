@@ -104,6 +104,9 @@ pub struct Context {
     pub last_batch_write: Mutex<HashMap<String, Timestamp>>,
     /// When this process last wrote each node's mid resources.
     pub last_mid_write: Mutex<HashMap<String, Timestamp>>,
+    /// What this process last applied of each node's batch and mid pairs, with the node's UID
+    /// (a held-back pair is sent as applied, not as a possibly older cached Node has it).
+    pub applied_pairs: Mutex<HashMap<String, (String, node_owned::AppliedPairs)>>,
     /// How often noderesource re-checks a node without events (staleness, refresh).
     pub resync: Duration,
 }

@@ -70,6 +70,45 @@ pub enum PairUpdate {
     Write(Option<Amounts>),
 }
 
+impl PairUpdate {
+    /// The update of one pair in a status apply. A pair being written gets its desired
+    /// amounts. A pair held back (unchanged, or a move within the diff threshold) keeps what
+    /// this process last applied when it applied the pair before: the cached Node this
+    /// reconcile read can predate that apply, and sending the cache's older value would take
+    /// the pair back until the next write. A pair this process never applied keeps the Node's.
+    pub fn for_pair(write: bool, desired: Option<Amounts>, last_applied: Option<Option<Amounts>>) -> Self {
+        match (write, last_applied) {
+            (true, _) => PairUpdate::Write(desired),
+            (false, Some(applied)) => PairUpdate::Write(applied),
+            (false, None) => PairUpdate::Keep,
+        }
+    }
+}
+
+/// What this process last applied of a node's batch and mid pairs (`None`: never applied by
+/// this process; `Some(None)`: applied as absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppliedPairs {
+    /// batch-cpu / batch-memory.
+    pub batch: Option<Option<Amounts>>,
+    /// mid-cpu / mid-memory.
+    pub mid: Option<Option<Amounts>>,
+}
+
+impl AppliedPairs {
+    /// After a status apply of `batch` and `mid`: the pairs it wrote are now known.
+    pub fn after(self, batch: PairUpdate, mid: PairUpdate) -> Self {
+        let known = |update: PairUpdate, before: Option<Option<Amounts>>| match update {
+            PairUpdate::Write(amounts) => Some(amounts),
+            PairUpdate::Keep => before,
+        };
+        AppliedPairs {
+            batch: known(batch, self.batch),
+            mid: known(mid, self.mid),
+        }
+    }
+}
+
 fn canonical(value: i64) -> String {
     let text = value.to_string();
     koord_api::canonical_quantity(&text).unwrap_or(text)
@@ -161,6 +200,42 @@ mod tests {
             ..NodeStatus::default()
         });
         node
+    }
+
+    #[test]
+    fn a_held_back_pair_keeps_what_this_process_applied_not_a_stale_cache() {
+        // This process applied batch 7000/7Gi; the cached Node still shows the earlier
+        // 5000/5Gi. Mid is written this round, batch is held back by the diff threshold.
+        let stale = node(
+            &[
+                ("kubernetes.io/batch-cpu", "5000"),
+                ("kubernetes.io/batch-memory", "5Gi"),
+            ],
+            &[],
+        );
+        let applied = AppliedPairs {
+            batch: Some(Some(Amounts::new(7000, 7 << 30))),
+            mid: None,
+        };
+        let batch = PairUpdate::for_pair(false, Some(Amounts::new(7100, 7 << 30)), applied.batch);
+        let mid = PairUpdate::for_pair(true, Some(Amounts::new(2000, 2 << 30)), applied.mid);
+        assert_eq!(batch, PairUpdate::Write(Some(Amounts::new(7000, 7 << 30))));
+        let body = status_apply(&stale, batch, mid);
+        assert_eq!(body["status"]["capacity"]["kubernetes.io/batch-cpu"], "7k");
+        assert_eq!(
+            body["status"]["allocatable"]["kubernetes.io/batch-memory"],
+            (7i64 << 30).to_string()
+        );
+        assert_eq!(body["status"]["capacity"]["kubernetes.io/mid-cpu"], "2k");
+        // Both pairs are now known; a pair never applied keeps the Node's value.
+        let after = applied.after(batch, mid);
+        assert_eq!(after.mid, Some(Some(Amounts::new(2000, 2 << 30))));
+        assert_eq!(PairUpdate::for_pair(false, None, None), PairUpdate::Keep);
+        assert_eq!(
+            PairUpdate::for_pair(false, None, Some(None)),
+            PairUpdate::Write(None),
+            "a pair this process removed stays removed"
+        );
     }
 
     #[test]

@@ -139,15 +139,20 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         return Ok(Action::requeue(ctx.resync));
     }
 
-    let update = |reason: Option<batch::UpdateReason>, amounts| match reason {
-        Some(_) => PairUpdate::Write(amounts),
-        None => PairUpdate::Keep,
-    };
-    let body = node_owned::status_apply(
-        &node,
-        update(batch_reason, status.published),
-        update(mid_reason, mid.amounts()),
-    );
+    // Keyed by name, valid for the node's UID only: a Node deleted and created again under its
+    // name starts with nothing applied.
+    let uid = node.metadata.uid.clone().unwrap_or_default();
+    let applied = ctx
+        .applied_pairs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&name)
+        .filter(|(applied_uid, _)| *applied_uid == uid)
+        .map(|(_, applied)| *applied)
+        .unwrap_or_default();
+    let batch_update = PairUpdate::for_pair(batch_reason.is_some(), status.published, applied.batch);
+    let mid_update = PairUpdate::for_pair(mid_reason.is_some(), mid.amounts(), applied.mid);
+    let body = node_owned::status_apply(&node, batch_update, mid_update);
     let endpoint = (STATUS_FIELD_MANAGER, Endpoint::Status);
     apply(
         ctx,
@@ -158,6 +163,10 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         &node_owned::STATUS_OWNED,
     )
     .await?;
+    ctx.applied_pairs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name.clone(), (uid, applied.after(batch_update, mid_update)));
     if let Some(reason) = batch_reason {
         let mut updates = BTreeMap::from([(
             names::ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
