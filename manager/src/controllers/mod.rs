@@ -13,6 +13,7 @@ pub mod node_owned;
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
+pub mod nrt_zones;
 pub mod topology_index;
 pub mod usage_index;
 
@@ -95,7 +96,8 @@ pub struct Context {
     pub pods: PodIndex,
     /// NodeMetric reports per node (noderesource).
     pub usage: UsageIndex,
-    /// `cpu-basic-info` of each node's NodeResourceTopology (noderesource, CPU normalization).
+    /// Each node's NodeResourceTopology: `cpu-basic-info` (CPU normalization) and NUMA zones
+    /// (NUMA-level batch resources).
     pub topology: TopologyIndex,
     /// Why each node's CPU normalization ratio could not be decided, as last logged (one
     /// warning per change of reason).
@@ -104,6 +106,8 @@ pub struct Context {
     pub last_batch_write: Mutex<HashMap<String, Timestamp>>,
     /// When this process last wrote each node's mid resources.
     pub last_mid_write: Mutex<HashMap<String, Timestamp>>,
+    /// When this process last wrote the batch entries of each node's NUMA zones.
+    pub last_zone_write: Mutex<HashMap<String, Timestamp>>,
     /// How often noderesource re-checks a node without events (staleness, refresh).
     pub resync: Duration,
 }

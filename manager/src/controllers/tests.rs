@@ -58,6 +58,7 @@ fn context_with_registry(leader: bool) -> (Arc<Context>, Handle, prometheus_clie
         normalization_problems: Mutex::new(HashMap::new()),
         last_batch_write: Mutex::new(HashMap::new()),
         last_mid_write: Mutex::new(HashMap::new()),
+        last_zone_write: Mutex::new(HashMap::new()),
         resync: Duration::from_secs(60),
     };
     (Arc::new(ctx), handle, registry)
