@@ -402,6 +402,36 @@ mod tests {
     }
 
     #[test]
+    fn numa_placement_from_resource_status() {
+        let pod = |status: Option<&str>| {
+            let mut pod = Pod::default();
+            pod.metadata.annotations = status
+                .map(|s| BTreeMap::from([(names::ANNOTATION_RESOURCE_STATUS.to_owned(), s.to_owned())]));
+            pod_facts(&pod).unwrap().numa
+        };
+        assert_eq!(pod(None), NumaPlacement::Shared);
+        assert_eq!(pod(Some(r#"{"cpuset": "0-3"}"#)), NumaPlacement::Shared);
+        assert_eq!(
+            pod(Some(
+                r#"{"numaNodeResources": [{"node": 1}, {"node": 0}, {"node": 1}, {"node": -1}]}"#
+            )),
+            NumaPlacement::Nodes(vec![0, 1])
+        );
+        assert_eq!(
+            pod(Some(r#"{"numaNodeResources": [{"node": -1}]}"#)),
+            NumaPlacement::Shared
+        );
+        // An unreadable annotation does not make the pod unreadable.
+        let NumaPlacement::Unreadable(reason) = pod(Some("{")) else {
+            panic!("expected an unreadable placement")
+        };
+        assert!(
+            reason.contains("scheduling.koordinator.sh/resource-status"),
+            "{reason}"
+        );
+    }
+
+    #[test]
     fn only_batch_third_party_allocations_count() {
         let annotations = BTreeMap::from([(
             names::ANNOTATION_THIRD_PARTY_ALLOCATIONS.to_owned(),

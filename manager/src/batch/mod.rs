@@ -24,6 +24,8 @@ mod zones;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zone_tests;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use super::{
     Amounts, BatchStrategy, DegradeReason, Explain, FixedTerms, NodeFacts, NumaPlacement, PodFacts,
-    PublishedValues, Resource, Terms, UpdateDecision, UsageReport, ZoneFacts, apply_policies, fresh_report,
+    PublishedValues, Terms, UpdateDecision, UsageReport, ZoneFacts, apply_policies, fresh_report,
     hp_accounts, terms::host_applications_above_batch, update,
 };
 
@@ -256,19 +256,5 @@ pub fn decide_zone_update(
         update::after_small_moves(last_write, now, strategy)
     } else {
         UpdateDecision::Unchanged
-    }
-}
-
-impl ZoneResult {
-    /// One line per zone for logs: `node-0: batch-cpu … = …; batch-memory … = …`.
-    pub fn summary(&self) -> String {
-        format!(
-            "{}: {} {}; {} {}",
-            self.name,
-            Resource::Cpu.batch_name(),
-            self.explain.cpu,
-            Resource::Memory.batch_name(),
-            self.explain.memory
-        )
     }
 }

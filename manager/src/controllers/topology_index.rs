@@ -165,7 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn only_changes_of_the_basic_info_trigger() {
+    fn basic_info_changes_trigger() {
         let index = TopologyIndex::default();
         assert_eq!(index.apply(watcher::Event::Apply(nrt("a", Some("x")))), ["a"]);
         assert_eq!(
@@ -178,6 +178,30 @@ mod tests {
         assert_eq!(index.apply(watcher::Event::Apply(nrt("b", Some("y")))), ["b"]);
         assert_eq!(index.apply(watcher::Event::Delete(nrt("b", Some("y")))), ["b"]);
         assert_eq!(index.basic_info("b"), None);
+    }
+
+    #[test]
+    fn zone_changes_trigger_and_the_index_keeps_their_numbers() {
+        let index = TopologyIndex::default();
+        let with_zones = |cpu: &str, costs: i64| {
+            let mut nrt = nrt("a", None);
+            nrt.zones = vec![serde_json::json!({
+                "name": "node-0", "type": "Node", "costs": [{"name": "node-0", "value": costs}],
+                "resources": [{"name": "cpu", "capacity": cpu, "allocatable": cpu, "available": cpu}],
+            })];
+            nrt
+        };
+        assert_eq!(index.apply(watcher::Event::Apply(with_zones("4", 10))), ["a"]);
+        let zones = index.zones("a").unwrap();
+        assert_eq!(zones.zones[0].allocatable.cpu, 4000);
+        // What the manager does not read changes nothing.
+        assert_eq!(
+            index.apply(watcher::Event::Apply(with_zones("4", 20))),
+            Vec::<String>::new()
+        );
+        assert_eq!(index.apply(watcher::Event::Apply(with_zones("8", 20))), ["a"]);
+        assert_eq!(index.zones("a").unwrap().zones[0].allocatable.cpu, 8000);
+        assert_eq!(index.zones("b"), None);
     }
 
     #[test]
