@@ -129,21 +129,22 @@ pub struct FixedTerms {
     pub kubelet_reserved: Amounts,
     /// The annotated reservation in the pool.
     pub annotated_reserved: Amounts,
-    /// NodeMetric system usage in the pool (host applications apart).
-    pub system_usage: Amounts,
-    /// Host applications above batch priority in the pool.
+    /// System usage in the pool: NodeMetric system usage plus host applications above batch
+    /// priority.
+    pub system: Amounts,
+    /// The host-application part of `system` (for the explanation).
     pub host_applications: Amounts,
 }
 
 impl Terms {
     /// The terms of a pool before any pod is added: margin from the reclaim thresholds,
-    /// `reserved = max(kubelet, annotated)`, `system = usage + host applications`.
+    /// `reserved = max(kubelet, annotated)`, `systemOrReserved = max(system, reserved)`.
     pub fn fixed(fixed: FixedTerms, reclaim_percent: Amounts) -> Terms {
         let capacity = fixed.capacity;
         let margin =
             Amounts::from_fn(|r| percent_of(capacity.get(r), 100i64.saturating_sub(reclaim_percent.get(r))));
         let reserved = fixed.kubelet_reserved.max(fixed.annotated_reserved);
-        let system = fixed.system_usage.plus(fixed.host_applications);
+        let system = fixed.system;
         Terms {
             capacity,
             margin,
@@ -190,12 +191,13 @@ pub fn collect_terms(
     system_usage: Amounts,
     reclaim_percent: Amounts,
 ) -> Terms {
+    let host_applications = host_applications_above_batch(report);
     let fixed = FixedTerms {
         capacity: node.capacity,
         kubelet_reserved: node.kubelet_reserved(),
         annotated_reserved: node.annotated_reservation,
-        system_usage,
-        host_applications: host_applications_above_batch(report),
+        system: system_usage.plus(host_applications),
+        host_applications,
     };
     let mut terms = Terms::fixed(fixed, reclaim_percent);
     let accounts = hp_accounts(pods, report);

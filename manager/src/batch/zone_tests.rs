@@ -628,3 +628,32 @@ fn zone_update_decision_table() {
         UpdateDecision::Unchanged
     );
 }
+
+#[test]
+fn system_usage_and_host_applications_are_shared_out_as_one_sum() {
+    let mut report = report(vec![]);
+    report.system_usage = Some(Amounts::new(7_001, 12 * GB));
+    report.host_applications = vec![
+        HostApplicationUsage {
+            name: "prod-agent".into(),
+            above_batch: true,
+            above_mid: true,
+            usage: Amounts::new(1_001, 0),
+        },
+        HostApplicationUsage {
+            name: "yarn".into(),
+            above_batch: false,
+            above_mid: false,
+            usage: Amounts::new(20_000, 20 * GB),
+        },
+    ];
+    let outcome = calculate_zones(&node(), &two_zones(), &[], Some(&report), &strategy(), now());
+    // ⌈(7001 + 1001) / 2⌉ = 4001 (not ⌈7001/2⌉ + ⌈1001/2⌉ = 4002); yarn runs on batch resources.
+    // 50000 − 17500 − 4001 = 28499.
+    let ZoneOutcome::Allocatable { zones, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(zones[0].amounts, Amounts::new(28_499, IDLE.1));
+    assert_eq!(zones[0].explain.cpu.system, 4_001);
+    assert_eq!(zones[0].explain.cpu.host_applications, 501);
+}

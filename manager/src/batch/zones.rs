@@ -100,6 +100,9 @@ pub fn calculate_zones(
     };
     let n = zones.len();
     let reclaim = Amounts::new(strategy.cpu_reclaim_percent, strategy.memory_reclaim_percent);
+    let host_applications = host_applications_above_batch(report);
+    // System usage is shared out as one sum (host applications included), as upstream.
+    let system = share_of(system_usage.plus(host_applications), n);
     let mut terms: Vec<Terms> = zones
         .iter()
         .map(|zone| {
@@ -107,8 +110,8 @@ pub fn calculate_zones(
                 capacity: zone.allocatable,
                 kubelet_reserved: share_of(node.kubelet_reserved(), n),
                 annotated_reserved: share_of(node.annotated_reservation, n),
-                system_usage: share_of(system_usage, n),
-                host_applications: share_of(host_applications_above_batch(report), n),
+                system,
+                host_applications: share_of(host_applications, n),
             };
             Terms::fixed(fixed, reclaim)
         })
