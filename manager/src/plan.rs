@@ -32,7 +32,7 @@ pub enum NodeBatchPlan {
         status: BatchStatus,
         /// CPU normalization; `None` when colocation is off for the node (the ratio annotation
         /// is then left as it is, as upstream).
-        normalization: Option<NormalizationPlan>,
+        normalization: Option<Box<NormalizationPlan>>,
         /// Mid resources (`kubernetes.io/mid-cpu` / `mid-memory`).
         mid: Box<MidOutcome>,
         /// Batch resources of the NUMA zones of the node's NodeResourceTopology.
@@ -115,8 +115,8 @@ pub fn plan_node_batch(
     let strategy = snapshot::batch_strategy(&effective.colocation);
     let facts = snapshot::node_facts(node)?;
     let outcome = batch::calculate(&facts, pods, report, &strategy, now);
-    let normalization =
-        (outcome != BatchOutcome::Disabled).then(|| NormalizationPlan::decide(effective, node, basic_info));
+    let normalization = (outcome != BatchOutcome::Disabled)
+        .then(|| Box::new(NormalizationPlan::decide(effective, node, basic_info)));
     let ratio = normalization
         .as_ref()
         .map_or(NormalizationRatio::ONE, |n| n.applied);

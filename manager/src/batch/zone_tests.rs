@@ -509,6 +509,14 @@ fn zone_targets_scale_batch_cpu_by_the_normalization_ratio_and_floor_at_zero() {
     );
 }
 
+/// A case of the update decision: name, the zones' entries, the last write, the decision.
+type ZoneCase = (
+    &'static str,
+    BTreeMap<String, ZoneEntries>,
+    Option<Timestamp>,
+    UpdateDecision,
+);
+
 fn entries(cpu: Option<i64>, memory: Option<i64>) -> ZoneEntries {
     let values = PublishedValues { cpu, memory };
     ZoneEntries {
@@ -525,12 +533,7 @@ fn zone_update_decision_table() {
     let old: Timestamp = "2026-11-22T09:54:00Z".parse().unwrap();
     let targets = BTreeMap::from([("node-0".to_owned(), Amounts::new(10_000, 10 * GB))]);
     let current = |node0: ZoneEntries| BTreeMap::from([("node-0".to_owned(), node0)]);
-    let cases: Vec<(
-        &str,
-        BTreeMap<String, ZoneEntries>,
-        Option<Timestamp>,
-        UpdateDecision,
-    )> = vec![
+    let cases: Vec<ZoneCase> = vec![
         (
             "same values",
             current(entries(Some(10_000), Some(10 * GB))),
