@@ -191,6 +191,13 @@ const KOORDLET_CALLS: &[Call] = &[
         None,
         Some("any-node"),
     ),
+    (
+        "topology.node.k8s.io",
+        "noderesourcetopologies",
+        "update",
+        None,
+        Some("any-node"),
+    ),
 ];
 
 /// koord-scheduler-extender's caches (scheduler-extender/src/cluster.rs); it writes nothing.
