@@ -274,9 +274,9 @@ impl Metrics {
         family.get_or_create(&labels).inc();
     }
 
-    /// Counts a write of a node's NUMA-zone batch resources in upstream's
-    /// `slo_controller_node_resource_reconcile_count` (reason `updateNodeResourceTopology`,
-    /// as upstream) and, when it succeeded, in `koord_manager_zone_batch_writes`.
+    /// Counts a write (or a failed attempt) of a node's NUMA-zone batch resources in upstream's
+    /// `slo_controller_node_resource_reconcile_count` (reason `updateNodeResourceTopology`, as
+    /// upstream) and, when it succeeded, in `koord_manager_zone_batch_writes`.
     pub fn zone_write_finished(&self, succeeded: bool) {
         if succeeded {
             self.zone_batch_writes.inc();

@@ -220,7 +220,12 @@ async fn sync_zones(
         return Ok(());
     };
     let written = nrt_zones::write(&ctx.client, name, &plan.targets).await;
-    ctx.metrics.zone_write_finished(written.is_ok());
+    match &written {
+        Ok(true) => ctx.metrics.zone_write_finished(true),
+        // The object already said so (our own write not yet seen by the watch), or is gone.
+        Ok(false) => {}
+        Err(_) => ctx.metrics.zone_write_finished(false),
+    }
     let written = written?;
     ctx.last_zone_write
         .lock()
