@@ -22,6 +22,7 @@ pub mod qos;
 pub mod quantity;
 #[cfg(feature = "crd")]
 pub mod reference;
+pub mod resource_status;
 pub mod resources;
 pub mod schema;
 pub mod selector;

@@ -406,7 +406,7 @@ async fn a_missing_crd_is_retried_until_it_is_installed() {
     let node = unique("nrt-crd");
     let detected = read_cpu_basic_info(&roots).unwrap();
 
-    let err = topology::sync(&client, &node, &detected).await.unwrap_err();
+    let err = topology::sync(&client, &node, &detected, &[]).await.unwrap_err();
     assert!(matches!(err, TopologyError::CrdMissing), "{err}");
     assert!(err.to_string().contains(topology::CRD_NAME), "{err}");
 
@@ -435,4 +435,94 @@ async fn a_missing_crd_is_retried_until_it_is_installed() {
     let created = vec![("result".to_string(), "created".to_string())];
     assert_eq!(rounds.get_or_create(&created).get(), 1);
     task.abort();
+}
+
+/// Two NUMA nodes in the fake sysfs: `node<id>/cpulist` and `node<id>/meminfo`.
+fn write_numa(roots: &SystemRoots, id: u32, cpus: &str, mem_total_kb: u64) {
+    let dir = roots.sys.join(format!("devices/system/node/node{id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cpulist"), format!("{cpus}\n")).unwrap();
+    std::fs::write(
+        dir.join("meminfo"),
+        format!("Node {id} MemTotal:       {mem_total_kb} kB\nNode {id} MemFree:        1024 kB\n"),
+    )
+    .unwrap();
+}
+
+fn zone_resource(zones: &[serde_json::Value], zone: &str, name: &str) -> Option<serde_json::Value> {
+    zones
+        .iter()
+        .find(|z| z["name"] == zone)?
+        .get("resources")?
+        .as_array()?
+        .iter()
+        .find(|r| r["name"] == name)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordlet_reports_one_zone_per_numa_node_and_keeps_other_entries() {
+    let (cluster, client, _ns) = cluster_with_namespace("nrt-zones").await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let agent = start_agent(&kubeconfig, "", &INTEL_HT_TURBO);
+    write_numa(&agent.host.roots, 0, "0", 4 << 20);
+    write_numa(&agent.host.roots, 1, "1", 2 << 20);
+
+    let resource = |name: &str, amount: u64| {
+        let amount = amount.to_string();
+        json!({"name": name, "capacity": amount, "allocatable": amount, "available": amount})
+    };
+    let reported = wait_for("zones reported", Duration::from_secs(30), async || {
+        let nrt = api.get_opt(&agent.name).await.ok()??;
+        (nrt.zones.len() == 2).then_some(nrt)
+    })
+    .await;
+    assert_eq!(
+        reported.zones,
+        vec![
+            json!({"name": "node-0", "type": "Node", "resources": [resource("cpu", 1), resource("memory", 4 << 30)]}),
+            json!({"name": "node-1", "type": "Node", "resources": [resource("cpu", 1), resource("memory", 2 << 30)]}),
+        ]
+    );
+    assert_eq!(
+        reported.annotation(ANNOTATION_CPU_BASIC_INFO),
+        Some(
+            read_cpu_basic_info(&agent.host.roots)
+                .unwrap()
+                .to_annotation()
+                .as_str()
+        )
+    );
+
+    // The manager writes its batch entries into node-0 (an update, as it does).
+    let mut with_batch = api.get(&agent.name).await.unwrap();
+    let batch = resource("kubernetes.io/batch-cpu", 500);
+    with_batch.zones[0]["resources"]
+        .as_array_mut()
+        .unwrap()
+        .insert(1, batch.clone());
+    api.replace(&agent.name, &Default::default(), &with_batch)
+        .await
+        .unwrap();
+
+    // node-1 grows to 3 GiB: koordlet follows, the batch entry stays.
+    write_numa(&agent.host.roots, 1, "1", 3 << 20);
+    let grown = wait_for("node-1 memory follows", Duration::from_secs(30), async || {
+        let nrt = api.get_opt(&agent.name).await.ok()??;
+        (zone_resource(&nrt.zones, "node-1", "memory") == Some(resource("memory", 3 << 30))).then_some(nrt)
+    })
+    .await;
+    assert_eq!(
+        zone_resource(&grown.zones, "node-0", "kubernetes.io/batch-cpu"),
+        Some(batch)
+    );
+
+    // Then rounds find nothing to do: the object stays as it is.
+    let version = grown.metadata.resource_version.clone();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let settled = api.get(&agent.name).await.unwrap();
+    assert_eq!(settled.metadata.resource_version, version);
 }

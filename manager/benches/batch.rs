@@ -33,6 +33,7 @@ fn pods(node: usize, count: usize) -> (Vec<PodFacts>, UsageReport) {
             lse: i % 11 == 0,
             request: Amounts::new(500, 1 << 30),
             mid: false,
+            ..PodFacts::default()
         });
         if i % 5 != 0 {
             usages.push(PodUsage {

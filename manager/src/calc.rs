@@ -1,7 +1,8 @@
 //! `koord-manager calc`: batch resources for a set of objects, offline.
 //!
 //! Input: multi-document YAML (or a `kind: List`) with Nodes, Pods, NodeMetrics, optionally
-//! NodeResourceTopologies (their `cpu-basic-info` decides CPU normalization) and the
+//! NodeResourceTopologies (their `cpu-basic-info` decides CPU normalization; their zones get
+//! NUMA-level batch resources) and the
 //! `slo-controller-config` ConfigMap (built-in defaults when absent). Output: JSON, one
 //! entry per Node, computed by the same [`crate::plan::plan_node_batch`] the controller runs.
 
@@ -16,7 +17,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::{
-    batch::{BatchOutcome, Explain, PodFacts, UsageReport},
+    batch::{BatchOutcome, Explain, PodFacts, TopologyZones, UsageReport, ZoneOutcome, zone_entries_of},
     config_state::ConfigState,
     desired,
     plan::{NodeBatchPlan, plan_node_batch},
@@ -88,6 +89,27 @@ pub struct CalcNode {
     /// them, or why there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mid: Option<CalcMid>,
+    /// Batch entries of each NUMA zone of the node's NodeResourceTopology as the manager would
+    /// write them; empty without zones, or when the node's batch resources are withdrawn (the
+    /// object is then left as it is).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<CalcZone>,
+    /// What the NUMA-level calculation read in a way worth saying (zones left out, pod
+    /// placements that name no zone or cannot be read).
+    #[serde(rename = "zoneNotes", skip_serializing_if = "Vec::is_empty")]
+    pub zone_notes: Vec<String>,
+}
+
+/// One NUMA zone's batch entries.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct CalcZone {
+    /// Zone name.
+    pub name: String,
+    /// `kubernetes.io/batch-cpu` (milli-cores, after CPU normalization) and
+    /// `kubernetes.io/batch-memory` (bytes).
+    pub resources: BTreeMap<String, String>,
+    /// The formula's terms (`capacity` is the zone's allocatable).
+    pub explain: Explain,
 }
 
 /// One node's mid resources.
@@ -261,12 +283,15 @@ pub fn calc(input: &str, now: Timestamp) -> Result<CalcOutput, CalcError> {
     }
 
     // Each node's NodeResourceTopology (the first document of a name counts).
-    let mut basic_infos: HashMap<&str, Option<&str>> = HashMap::new();
+    let mut topologies: HashMap<&str, (Option<&str>, TopologyZones)> = HashMap::new();
     for topology in &inputs.topologies {
         if let Some(name) = topology.object.metadata.name.as_deref() {
-            basic_infos
-                .entry(name)
-                .or_insert_with(|| topology.object.annotation(names::ANNOTATION_CPU_BASIC_INFO));
+            topologies.entry(name).or_insert_with(|| {
+                (
+                    topology.object.annotation(names::ANNOTATION_CPU_BASIC_INFO),
+                    zone_entries_of(&topology.object.zones),
+                )
+            });
         }
     }
 
@@ -275,14 +300,15 @@ pub fn calc(input: &str, now: Timestamp) -> Result<CalcOutput, CalcError> {
         let name = node.object.metadata.name.clone().unwrap_or_default();
         let effective = desired::effective(&state, &node.object);
         let pods = pods_by_node.get(&name).map(Vec::as_slice).unwrap_or(&[]);
-        let basic_info = basic_infos.get(name.as_str()).copied().flatten();
+        let topology = topologies.get(name.as_str());
         let plan = plan_node_batch(
             &state,
             &effective,
             &node.object,
             pods,
             reports.get(&name),
-            basic_info,
+            topology.and_then(|t| t.0),
+            topology.map(|t| &t.1),
             now,
         )
         .map_err(|e| field_error(node, "Node", e))?;
@@ -302,17 +328,44 @@ fn calc_node(name: String, plan: NodeBatchPlan) -> CalcNode {
         cpu_normalization_ratio: None,
         cpu_normalization_problem: None,
         mid: None,
+        zones: Vec::new(),
+        zone_notes: Vec::new(),
     };
     let NodeBatchPlan::Decided {
         outcome,
         status,
         normalization,
         mid,
+        zones,
         ..
     } = plan
     else {
         return out;
     };
+    if let ZoneOutcome::Allocatable {
+        zones: results,
+        notes,
+    } = zones.outcome
+    {
+        out.zones = results
+            .into_iter()
+            .map(|zone| {
+                let target = zones.targets.get(&zone.name).copied().unwrap_or_default();
+                CalcZone {
+                    resources: [
+                        (names::RESOURCE_BATCH_CPU.to_owned(), target.cpu.to_string()),
+                        (names::RESOURCE_BATCH_MEMORY.to_owned(), target.memory.to_string()),
+                    ]
+                    .into(),
+                    name: zone.name,
+                    explain: zone.explain,
+                }
+            })
+            .collect();
+        out.zone_notes = notes;
+    }
+    out.zone_notes
+        .extend(zones.skipped.iter().map(|skipped| format!("{skipped}: left out")));
     out.mid = Some(CalcMid {
         resources: mid
             .amounts()

@@ -102,6 +102,8 @@ pub struct Metrics {
     pub config_key_invalid: Family<KeyLabels, Gauge>,
     /// Node status writes of batch resources.
     pub batch_writes: Counter,
+    /// NodeResourceTopology writes of the NUMA zones' batch resources.
+    pub zone_batch_writes: Counter,
     /// Pods held in the noderesource pod index (shows when the initial list is in).
     pub pods_indexed: Gauge,
     /// Applies that met fields another field manager had changed (then taken back by a
@@ -142,6 +144,7 @@ impl Metrics {
             leader: Family::default(),
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
+            zone_batch_writes: Counter::default(),
             pods_indexed: Gauge::default(),
             apply_conflicts: Family::default(),
             cpu_normalization_ratio: Family::default(),
@@ -208,6 +211,11 @@ impl Metrics {
             metrics.batch_writes.clone(),
         );
         registry.register(
+            "zone_batch_writes",
+            "NodeResourceTopology writes of the NUMA zones' batch resources",
+            metrics.zone_batch_writes.clone(),
+        );
+        registry.register(
             "pods_indexed",
             "Pods held in the noderesource pod index",
             metrics.pods_indexed.clone(),
@@ -264,6 +272,24 @@ impl Metrics {
             },
         };
         family.get_or_create(&labels).inc();
+    }
+
+    /// Counts a write (or a failed attempt) of a node's NUMA-zone batch resources in upstream's
+    /// `slo_controller_node_resource_reconcile_count` (reason `updateNodeResourceTopology`, as
+    /// upstream) and, when it succeeded, in `koord_manager_zone_batch_writes`.
+    pub fn zone_write_finished(&self, succeeded: bool) {
+        if succeeded {
+            self.zone_batch_writes.inc();
+        }
+        if let Some(family) = self.upstream_reconciles.get(2) {
+            let status = if succeeded { "succeeded" } else { "failed" };
+            family
+                .get_or_create(&StatusLabels {
+                    status: status.to_owned(),
+                    reason: "updateNodeResourceTopology".to_owned(),
+                })
+                .inc();
+        }
     }
 
     /// Records the batch allocatable computed for `node` (`None`: removed, recorded as 0 as

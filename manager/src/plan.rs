@@ -1,12 +1,17 @@
 //! One node's batch decision, shared by the noderesource controller and `koord-manager calc`.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use koord_api::config::{ConfigKey, EffectiveNodeConfig};
 use koord_api::cpu_normalization::{self, NormalizationRatio, RatioDecision};
 
 use crate::{
-    batch::{self, BatchOutcome, BatchStatus, BatchStrategy, PodFacts, UsageReport},
+    batch::{
+        self, Amounts, BatchOutcome, BatchStatus, BatchStrategy, PodFacts, TopologyZones, UsageReport,
+        ZoneOutcome,
+    },
     config_state::ConfigState,
     mid::{self, MidOutcome},
     snapshot::{self, FieldError},
@@ -27,10 +32,24 @@ pub enum NodeBatchPlan {
         status: BatchStatus,
         /// CPU normalization; `None` when colocation is off for the node (the ratio annotation
         /// is then left as it is, as upstream).
-        normalization: Option<NormalizationPlan>,
+        normalization: Option<Box<NormalizationPlan>>,
         /// Mid resources (`kubernetes.io/mid-cpu` / `mid-memory`).
         mid: Box<MidOutcome>,
+        /// Batch resources of the NUMA zones of the node's NodeResourceTopology.
+        zones: Box<ZonePlan>,
     },
+}
+
+/// The NUMA-level batch decision for one node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZonePlan {
+    /// Nothing to compute, disabled, degraded, or the amounts per zone.
+    pub outcome: ZoneOutcome,
+    /// What each zone's batch entries should say (batch-cpu after CPU normalization); empty
+    /// unless amounts were computed, in which case the object is left as it is.
+    pub targets: BTreeMap<String, Amounts>,
+    /// Zones of the object left out of the formula, with the reason.
+    pub skipped: Vec<String>,
 }
 
 /// A node's CPU normalization ratio: what its annotation should say and what batch-cpu is
@@ -77,8 +96,9 @@ impl NormalizationPlan {
     }
 }
 
-/// Decides batch resources for `node` from its pods (already converted), its NodeMetric and the
-/// `cpu-basic-info` of its NodeResourceTopology (`None` when there is none).
+/// Decides batch resources for `node` from its pods (already converted), its NodeMetric and its
+/// NodeResourceTopology's `cpu-basic-info` and zones (`None` when it has none).
+#[allow(clippy::too_many_arguments)] // the node's inputs, one each; a struct would only rename them
 pub fn plan_node_batch(
     state: &ConfigState,
     effective: &EffectiveNodeConfig,
@@ -86,6 +106,7 @@ pub fn plan_node_batch(
     pods: &[PodFacts],
     report: Option<&UsageReport>,
     basic_info: Option<&str>,
+    topology: Option<&TopologyZones>,
     now: Timestamp,
 ) -> Result<NodeBatchPlan, FieldError> {
     if !state.is_known(ConfigKey::Colocation) {
@@ -94,8 +115,8 @@ pub fn plan_node_batch(
     let strategy = snapshot::batch_strategy(&effective.colocation);
     let facts = snapshot::node_facts(node)?;
     let outcome = batch::calculate(&facts, pods, report, &strategy, now);
-    let normalization =
-        (outcome != BatchOutcome::Disabled).then(|| NormalizationPlan::decide(effective, node, basic_info));
+    let normalization = (outcome != BatchOutcome::Disabled)
+        .then(|| Box::new(NormalizationPlan::decide(effective, node, basic_info)));
     let ratio = normalization
         .as_ref()
         .map_or(NormalizationRatio::ONE, |n| n.applied);
@@ -107,11 +128,29 @@ pub fn plan_node_batch(
         &mid::mid_strategy(&effective.colocation, strategy.degrade_time_minutes),
         now,
     );
+    let zone_outcome = batch::calculate_zones(
+        &facts,
+        topology.map(|t| t.zones.as_slice()).unwrap_or(&[]),
+        pods,
+        report,
+        &strategy,
+        now,
+    );
+    let targets = match &zone_outcome {
+        ZoneOutcome::Allocatable { zones, .. } => batch::zone_targets(zones, ratio),
+        ZoneOutcome::NoZones | ZoneOutcome::Disabled | ZoneOutcome::Degraded(_) => BTreeMap::new(),
+    };
+    let zones = ZonePlan {
+        outcome: zone_outcome,
+        targets,
+        skipped: topology.map(|t| t.skipped.clone()).unwrap_or_default(),
+    };
     Ok(NodeBatchPlan::Decided {
         strategy,
         outcome: Box::new(outcome),
         status,
         normalization,
         mid: Box::new(mid),
+        zones: Box::new(zones),
     })
 }

@@ -205,6 +205,7 @@ pub async fn run(
         last_batch_write: Mutex::new(Default::default()),
         last_mid_write: Mutex::new(Default::default()),
         applied_pairs: Mutex::new(Default::default()),
+        last_zone_write: Mutex::new(Default::default()),
         resync: args.resync,
     });
 
@@ -274,11 +275,11 @@ pub async fn run(
                 .follow(metric_events)
                 .for_each(|_| futures::future::ready(())),
         ));
-        // The CPU facts koordlet reports in NodeResourceTopologies (CPU normalization): a change
+        // NodeResourceTopologies: the CPU facts koordlet reports (CPU normalization) and the
+        // NUMA zones (NUMA-level batch resources). The index keeps only the numbers; a change
         // reconciles its node, after the index has it.
-        let nrt_events = watcher(Api::<NodeResourceTopology>::all(client.clone()), wc.clone())
-            .default_backoff()
-            .modify(|nrt| nrt.zones.clear());
+        let nrt_events =
+            watcher(Api::<NodeResourceTopology>::all(client.clone()), wc.clone()).default_backoff();
         let nrt_changes = topology
             .follow(nrt_events)
             .map(|node| ObjectRef::<Node>::new(&node));

@@ -15,12 +15,14 @@ use koord_api::{
     priority::priority_class_with_default,
     qos::qos_class_with_default,
     quantity::{ExactQuantity, RESOURCE_CPU, RESOURCE_MEMORY, ResourceList, amount_of},
+    resource_status::parse_resource_status,
     resources::pod_cpu_memory_requests,
 };
 use serde::Deserialize;
 
 use crate::batch::{
-    Amounts, BatchStrategy, CalculatePolicy, HostApplicationUsage, NodeFacts, PodFacts, PodUsage, UsageReport,
+    Amounts, BatchStrategy, CalculatePolicy, HostApplicationUsage, NodeFacts, NumaPlacement, PodFacts,
+    PodUsage, UsageReport,
 };
 
 /// A field of an object that could not be read.
@@ -190,7 +192,25 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, FieldError> {
         lse: qos_class_with_default(pod) == QoSClass::Lse,
         request: Amounts::new(request.cpu_milli, request.memory_bytes),
         mid: priority == PriorityClass::Mid,
+        numa: numa_placement(pod),
     })
+}
+
+/// The NUMA nodes of the pod's `resource-status` annotation. An unreadable annotation does not
+/// make the pod unreadable: the pod counts on every NUMA zone, and the reason is kept.
+fn numa_placement(pod: &Pod) -> NumaPlacement {
+    let Some(text) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::ANNOTATION_RESOURCE_STATUS))
+    else {
+        return NumaPlacement::Shared;
+    };
+    match parse_resource_status(text) {
+        Ok(status) => NumaPlacement::from_numa_nodes(&status.numa_nodes),
+        Err(error) => NumaPlacement::Unreadable(error.to_string()),
+    }
 }
 
 fn usage_of(map: &ResourceMap, field: &str) -> Result<Amounts, FieldError> {
@@ -378,6 +398,36 @@ mod tests {
         assert_eq!(
             error.field,
             "metadata.annotations[node.koordinator.sh/reservation].resources.cpu"
+        );
+    }
+
+    #[test]
+    fn numa_placement_from_resource_status() {
+        let pod = |status: Option<&str>| {
+            let mut pod = Pod::default();
+            pod.metadata.annotations = status
+                .map(|s| BTreeMap::from([(names::ANNOTATION_RESOURCE_STATUS.to_owned(), s.to_owned())]));
+            pod_facts(&pod).unwrap().numa
+        };
+        assert_eq!(pod(None), NumaPlacement::Shared);
+        assert_eq!(pod(Some(r#"{"cpuset": "0-3"}"#)), NumaPlacement::Shared);
+        assert_eq!(
+            pod(Some(
+                r#"{"numaNodeResources": [{"node": 1}, {"node": 0}, {"node": 1}, {"node": -1}]}"#
+            )),
+            NumaPlacement::Nodes(vec![0, 1])
+        );
+        assert_eq!(
+            pod(Some(r#"{"numaNodeResources": [{"node": -1}]}"#)),
+            NumaPlacement::Shared
+        );
+        // An unreadable annotation does not make the pod unreadable.
+        let NumaPlacement::Unreadable(reason) = pod(Some("{")) else {
+            panic!("expected an unreadable placement")
+        };
+        assert!(
+            reason.contains("scheduling.koordinator.sh/resource-status"),
+            "{reason}"
         );
     }
 

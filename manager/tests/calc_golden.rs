@@ -33,6 +33,11 @@ fn host_applications_reported_beside_the_system_usage_count_once() {
 }
 
 #[test]
+fn numa_zones_get_their_share() {
+    golden("numa_zones");
+}
+
+#[test]
 fn seed001_node_metric_without_update_time_degrades() {
     golden("seed001_never_reported");
 }

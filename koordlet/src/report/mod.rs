@@ -28,6 +28,7 @@
 
 mod publish;
 pub mod topology;
+pub mod topology_zones;
 
 pub use publish::{FIELD_MANAGER, PublishError, publish};
 

@@ -5,9 +5,11 @@
 //! Every round (`--node-topology-report-interval`) detects the facts again (a few small files)
 //! and reads the object: absent, it is created with `topologyPolicies: ["None"]` and no zones;
 //! then, absent or holding another value, the annotation is applied (server-side apply, field
-//! manager `koordlet`, the annotation alone), so other writers' annotations, policies and zones
-//! stay theirs. Nothing else upstream puts on the object (`cpu-topology`, `cpu-shared-pools`,
-//! the kubelet CPU manager policy, zones) is reported.
+//! manager `koordlet`, the annotation alone), so other writers' annotations and policies stay
+//! theirs. The NUMA zones (one per NUMA node, cpu and memory; see [`super::topology_zones`])
+//! are written when they differ, by an update that keeps every entry koordlet does not own.
+//! Nothing else upstream puts on the object (`cpu-topology`, `cpu-shared-pools`, the kubelet
+//! CPU manager policy) is reported.
 //!
 //! [`plan`] decides (pure); [`sync`] talks to the API server; [`run`] is the task with its
 //! retry pacing ([`next_delay`]) and one warning per failure streak ([`FailureStreak`]).
@@ -19,15 +21,17 @@ use koord_api::cpu_normalization::CpuBasicInfo;
 use koord_api::names::ANNOTATION_CPU_BASIC_INFO;
 use koord_api::topology::NodeResourceTopology;
 use koord_runtime::{ApplyConflict, Endpoint};
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tracing::{info, warn};
 
 use super::FIELD_MANAGER;
+use super::topology_zones::{self, ReportedZone, reported_zones};
 use crate::system::SystemRoots;
 use crate::system::cpu_info::read_cpu_basic_info;
+use crate::system::numa::read_numa_nodes;
 
 /// The CRD's name, as a warning names it when it is not installed.
 pub const CRD_NAME: &str = "noderesourcetopologies.topology.node.k8s.io";
@@ -135,9 +139,16 @@ impl From<SyncOutcome> for Synced {
     }
 }
 
-/// Brings the node's NodeResourceTopology in line with `info`: creates it when absent, applies
-/// the one annotation when it differs, else does nothing.
-pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<Synced, TopologyError> {
+/// Brings the node's NodeResourceTopology in line with `info` and `zones`: creates it when
+/// absent, applies the one annotation when it differs, writes the zones when they differ
+/// ([`topology_zones`]), else does nothing. No zones (no NUMA information) leaves the object's
+/// zones as they are.
+pub async fn sync(
+    client: &Client,
+    node: &str,
+    info: &CpuBasicInfo,
+    zones: &[ReportedZone],
+) -> Result<Synced, TopologyError> {
     let api_err = |source| TopologyError::Api {
         name: node.to_owned(),
         source,
@@ -147,7 +158,7 @@ pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<Sy
     // A missing CRD answers 404 here too, which get_opt reads as "no object": create tells.
     let existing = api.get_opt(node).await.map_err(api_err)?;
     let outcome = match plan(existing.as_ref(), &value) {
-        TopologyAction::Nothing => return Ok(SyncOutcome::Unchanged.into()),
+        TopologyAction::Nothing => SyncOutcome::Unchanged,
         TopologyAction::Patch => SyncOutcome::Updated,
         TopologyAction::Create => match create(&api, node).await {
             Ok(()) => SyncOutcome::Created,
@@ -157,8 +168,61 @@ pub async fn sync(client: &Client, node: &str, info: &CpuBasicInfo) -> Result<Sy
             Err(e) => return Err(api_err(e)),
         },
     };
-    let conflict = apply_annotation(&api, node, &value).await.map_err(api_err)?;
+    let conflict = match outcome {
+        SyncOutcome::Unchanged => None,
+        SyncOutcome::Created | SyncOutcome::Updated => {
+            apply_annotation(&api, node, &value).await.map_err(api_err)?
+        }
+    };
+    // The object as read already has the zones: nothing to read again or write.
+    let existing_zones = existing.as_ref().map(|nrt| nrt.zones.as_slice()).unwrap_or(&[]);
+    let zones_due = existing.is_none() || topology_zones::merge_zones(existing_zones, zones).is_some();
+    let zones_written = zones_due && write_zones(client, node, zones).await.map_err(api_err)?;
+    let outcome = match outcome {
+        SyncOutcome::Unchanged if zones_written => SyncOutcome::Updated,
+        other => other,
+    };
     Ok(Synced { outcome, conflict })
+}
+
+/// Reads and updates before giving up on an object that keeps changing under us.
+const ZONE_WRITE_ATTEMPTS: usize = 5;
+
+/// Writes the reported zones with the `resourceVersion` read (a 409 Conflict reads again), the
+/// object kept as untyped JSON so that every field koordlet does not own goes back as read.
+/// Returns whether it wrote.
+async fn write_zones(client: &Client, node: &str, zones: &[ReportedZone]) -> Result<bool, kube::Error> {
+    if zones.is_empty() {
+        return Ok(false);
+    }
+    let resource = ApiResource::erase::<NodeResourceTopology>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(mut object) = api.get_opt(node).await? else {
+            return Ok(false);
+        };
+        let existing = match object.data.get("zones") {
+            Some(serde_json::Value::Array(existing)) => existing.as_slice(),
+            _ => &[],
+        };
+        let Some(merged) = topology_zones::merge_zones(existing, zones) else {
+            return Ok(false);
+        };
+        if let Some(data) = object.data.as_object_mut() {
+            data.insert("zones".to_owned(), serde_json::Value::Array(merged));
+        }
+        match api.replace(node, &params, &object).await {
+            Ok(_) => return Ok(true),
+            Err(e) if is_conflict(&e) && attempt < ZONE_WRITE_ATTEMPTS => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Applies the annotation, koordlet's only field on the object.
@@ -250,9 +314,24 @@ pub struct Counters {
 /// Runs until aborted; never fails.
 pub async fn run(client: Client, node: String, roots: SystemRoots, interval: Duration, counters: Counters) {
     let mut streak = FailureStreak::default();
+    let mut numa_unreadable = false;
     loop {
+        // Zones are reported when sysfs describes the NUMA nodes; an unreadable description
+        // leaves the object's zones as they are (one warning until it reads again).
+        let zones = match read_numa_nodes(&roots) {
+            Ok(nodes) => {
+                numa_unreadable = false;
+                reported_zones(&nodes)
+            }
+            Err(error) => {
+                if !std::mem::replace(&mut numa_unreadable, true) {
+                    warn!(node, %error, "NUMA nodes unreadable: NodeResourceTopology zones are not reported until they read again");
+                }
+                Vec::new()
+            }
+        };
         let result = match read_cpu_basic_info(&roots) {
-            Ok(info) => sync(&client, &node, &info).await.map(|o| (o, info)),
+            Ok(info) => sync(&client, &node, &info, &zones).await.map(|o| (o, info)),
             Err(e) => Err(TopologyError::Detect(e)),
         };
         let label = match &result {
@@ -272,7 +351,7 @@ pub async fn run(client: Client, node: String, roots: SystemRoots, interval: Dur
                 }
                 if *outcome != SyncOutcome::Unchanged {
                     info!(node, result = outcome.label(), cpu_basic_info = %info.to_annotation(),
-                          "NodeResourceTopology cpu-basic-info written");
+                          zones = zones.len(), "NodeResourceTopology written");
                 }
                 outcome.label()
             }

@@ -54,6 +54,50 @@ pub struct PodFacts {
     /// PriorityClassWithDefault is `koord-mid`: high priority for batch, but not prod for mid
     /// resources.
     pub mid: bool,
+    /// The NUMA nodes the scheduler took the pod's request from (NUMA-level batch resources).
+    pub numa: NumaPlacement,
+}
+
+/// Where the scheduler placed a pod among the node's NUMA nodes, from the pod annotation
+/// `scheduling.koordinator.sh/resource-status` (`numaNodeResources`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NumaPlacement {
+    /// No NUMA node named: the pod may run on any of them, so it counts on each equally.
+    #[default]
+    Shared,
+    /// The NUMA node ids named (sorted, without duplicates or negative ids; never empty).
+    Nodes(Vec<u32>),
+    /// The annotation cannot be read: counted as [`NumaPlacement::Shared`]; the reason is kept
+    /// for the zone explanation.
+    Unreadable(String),
+}
+
+impl NumaPlacement {
+    /// The placement the `numaNodeResources` node ids describe.
+    pub fn from_numa_nodes(ids: &[i32]) -> Self {
+        let mut nodes: Vec<u32> = ids.iter().filter_map(|&id| u32::try_from(id).ok()).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.is_empty() {
+            NumaPlacement::Shared
+        } else {
+            NumaPlacement::Nodes(nodes)
+        }
+    }
+}
+
+/// One zone of the node's NodeResourceTopology (a NUMA node, named `node-<id>`), as the
+/// NUMA-level formula reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZoneFacts {
+    /// Zone name; `node-<id>` names NUMA node `<id>`, which pods' placements refer to.
+    pub name: String,
+    /// The zone's `cpu` / `memory` allocatable (0 when the zone does not list one): the
+    /// zone's "capacity" in the formula.
+    pub allocatable: Amounts,
+    /// The zone lists `cpu` or `memory` at all. NUMA-level batch resources are computed only
+    /// when some zone does (koordlet has reported the zones).
+    pub lists_cpu_or_memory: bool,
 }
 
 /// What koordlet last reported in the NodeMetric status.

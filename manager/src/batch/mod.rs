@@ -19,9 +19,13 @@ pub mod input;
 mod publish;
 mod terms;
 mod update;
+mod zone_entries;
+mod zones;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zone_tests;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
@@ -29,11 +33,16 @@ use serde::Serialize;
 pub use amounts::{Amounts, Resource, percent_of};
 pub use explain::{Explain, ResourceExplain};
 pub use input::{
-    BatchStrategy, CalculatePolicy, HostApplicationUsage, NodeFacts, PodFacts, PodUsage, UsageReport,
+    BatchStrategy, CalculatePolicy, HostApplicationUsage, NodeFacts, NumaPlacement, PodFacts, PodUsage,
+    UsageReport, ZoneFacts,
 };
 pub use publish::{BatchStatus, publish};
-pub use terms::{Terms, collect_terms};
+pub use terms::{FixedTerms, HpAccounts, PodShare, Terms, collect_terms, hp_accounts};
 pub use update::{PublishedValues, UpdateDecision, UpdateReason, decide_update};
+pub use zone_entries::{TopologyZones, set_zone_entries, zone_entries_of};
+pub use zones::{
+    ZoneEntries, ZoneOutcome, ZoneResult, calculate_zones, decide_zone_update, numa_id_of_zone, zone_targets,
+};
 
 /// Why batch resources are removed from a node although colocation is on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

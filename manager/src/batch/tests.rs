@@ -35,6 +35,7 @@ fn pod(name: &str, high_priority: bool, request: Amounts) -> PodFacts {
         lse: false,
         request,
         mid: false,
+        numa: NumaPlacement::Shared,
     }
 }
 

@@ -86,18 +86,35 @@ pub fn decide_update(
     if capacity == desired && allocatable == desired {
         return UpdateDecision::Unchanged;
     }
-    for current in [allocatable, capacity] {
+    match significant_change(
+        &[allocatable, capacity],
+        desired,
+        strategy.resource_diff_threshold,
+    ) {
+        Some(reason) => UpdateDecision::Write(reason),
+        None => after_small_moves(last_write, now, strategy),
+    }
+}
+
+/// The first entry of `lists` that appears, disappears, or moved by more than `threshold`
+/// (relative to its current value) toward `desired`.
+pub(crate) fn significant_change(
+    lists: &[PublishedValues],
+    desired: PublishedValues,
+    threshold: f64,
+) -> Option<UpdateReason> {
+    for current in lists {
         for resource in Resource::BOTH {
             match (current.get(resource), desired.get(resource)) {
                 (Some(old), Some(new)) if old != new => {
                     let delta = (i128::from(new) - i128::from(old)).abs() as f64;
-                    if delta > (old as f64).abs() * strategy.resource_diff_threshold {
+                    if delta > (old as f64).abs() * threshold {
                         let resource = resource.batch_name();
-                        return UpdateDecision::Write(UpdateReason::Changed { resource, old, new });
+                        return Some(UpdateReason::Changed { resource, old, new });
                     }
                 }
                 (Some(_), None) | (None, Some(_)) => {
-                    return UpdateDecision::Write(UpdateReason::Presence {
+                    return Some(UpdateReason::Presence {
                         resource: resource.batch_name(),
                     });
                 }
@@ -105,7 +122,16 @@ pub fn decide_update(
             }
         }
     }
-    // Only moves within the threshold are left.
+    None
+}
+
+/// When only moves within the threshold are left: written on this process's first sync of the
+/// object and once `updateTimeThresholdSeconds` have passed since its last write.
+pub(crate) fn after_small_moves(
+    last_write: Option<Timestamp>,
+    now: Timestamp,
+    strategy: &BatchStrategy,
+) -> UpdateDecision {
     match last_write {
         None => UpdateDecision::Write(UpdateReason::FirstSync),
         Some(last) => {

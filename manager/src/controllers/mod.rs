@@ -13,6 +13,7 @@ pub mod node_owned;
 pub mod nodemetric;
 pub mod noderesource;
 pub mod nodeslo;
+pub mod nrt_zones;
 pub mod topology_index;
 pub mod usage_index;
 
@@ -95,7 +96,8 @@ pub struct Context {
     pub pods: PodIndex,
     /// NodeMetric reports per node (noderesource).
     pub usage: UsageIndex,
-    /// `cpu-basic-info` of each node's NodeResourceTopology (noderesource, CPU normalization).
+    /// Each node's NodeResourceTopology: `cpu-basic-info` (CPU normalization) and NUMA zones
+    /// (NUMA-level batch resources).
     pub topology: TopologyIndex,
     /// Why each node's CPU normalization ratio could not be decided, as last logged (one
     /// warning per change of reason).
@@ -107,6 +109,8 @@ pub struct Context {
     /// What this process last applied of each node's batch and mid pairs, with the node's UID
     /// (a held-back pair is sent as applied, not as a possibly older cached Node has it).
     pub applied_pairs: Mutex<HashMap<String, (String, node_owned::AppliedPairs)>>,
+    /// When this process last wrote the batch entries of each node's NUMA zones.
+    pub last_zone_write: Mutex<HashMap<String, Timestamp>>,
     /// How often noderesource re-checks a node without events (staleness, refresh).
     pub resync: Duration,
 }

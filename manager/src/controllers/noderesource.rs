@@ -20,12 +20,13 @@ use kube::{
 use super::{
     Context, Error, FIELD_MANAGER, STATUS_FIELD_MANAGER, apply, name_of,
     node_owned::{self, PairUpdate},
+    nrt_zones,
 };
 use crate::{
-    batch::{self, BatchOutcome, BatchStatus, UpdateDecision},
+    batch::{self, BatchOutcome, BatchStatus, TopologyZones, UpdateDecision, ZoneOutcome},
     desired,
     mid::MidOutcome,
-    plan::{NodeBatchPlan, NormalizationPlan, plan_node_batch},
+    plan::{NodeBatchPlan, NormalizationPlan, ZonePlan, plan_node_batch},
     snapshot,
 };
 
@@ -63,6 +64,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         source,
     };
     let basic_info = ctx.topology.basic_info(&name);
+    let topology = ctx.topology.zones(&name);
     let plan = plan_node_batch(
         &state,
         &effective,
@@ -70,6 +72,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         &pods,
         report.as_ref(),
         basic_info.as_deref(),
+        topology.as_ref(),
         now,
     )
     .map_err(field_error)?;
@@ -79,6 +82,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         status,
         normalization,
         mid,
+        zones,
     } = plan
     else {
         tracing::debug!(node = %name, "colocation-config has no good value yet; node left untouched");
@@ -136,6 +140,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         UpdateDecision::Unchanged | UpdateDecision::Postpone => None,
     };
     if batch_reason.is_none() && mid_reason.is_none() {
+        sync_zones(ctx, &name, topology.as_ref(), &zones, &strategy, now).await?;
         return Ok(Action::requeue(ctx.resync));
     }
 
@@ -195,7 +200,62 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
             .insert(name.clone(), now);
         explain_mid(ctx, &node, &name, &mid, reason).await;
     }
+    sync_zones(ctx, &name, topology.as_ref(), &zones, &strategy, now).await?;
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Writes the batch entries of the node's NUMA zones when the change is worth it (the node
+/// rule, per entry). Disabled, degraded, or without zones: the object is left as it is.
+async fn sync_zones(
+    ctx: &Context,
+    name: &str,
+    topology: Option<&TopologyZones>,
+    plan: &ZonePlan,
+    strategy: &batch::BatchStrategy,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let (ZoneOutcome::Allocatable { zones, notes }, Some(topology)) = (&plan.outcome, topology) else {
+        return Ok(());
+    };
+    let last_write = ctx
+        .last_zone_write
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(name)
+        .copied();
+    let UpdateDecision::Write(reason) =
+        batch::decide_zone_update(&topology.entries, &plan.targets, last_write, now, strategy)
+    else {
+        return Ok(());
+    };
+    let written = nrt_zones::write(&ctx.client, name, &plan.targets).await;
+    match &written {
+        Ok(true) => ctx.metrics.zone_write_finished(true),
+        // The object already said so (our own write not yet seen by the watch), or is gone.
+        Ok(false) => {}
+        Err(_) => ctx.metrics.zone_write_finished(false),
+    }
+    let written = written?;
+    ctx.last_zone_write
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name.to_owned(), now);
+    let mut note: Vec<String> = zones
+        .iter()
+        .map(|zone| format!("{}: {}", zone.name, zone.explain))
+        .collect();
+    note.extend(notes.iter().cloned());
+    note.extend(plan.skipped.iter().map(|skipped| format!("{skipped}: left out")));
+    if written {
+        tracing::info!(node = name, reason = ?reason, "NUMAZoneBatchResourceUpdated: {}", note.join("; "));
+    } else {
+        tracing::debug!(
+            node = name,
+            "NUMA zone batch entries already up to date: {}",
+            note.join("; ")
+        );
+    }
+    Ok(())
 }
 
 /// One log line and one Node Event for a mid resource write.

@@ -59,6 +59,7 @@ fn context_with_registry(leader: bool) -> (Arc<Context>, Handle, prometheus_clie
         last_batch_write: Mutex::new(HashMap::new()),
         last_mid_write: Mutex::new(HashMap::new()),
         applied_pairs: Mutex::new(HashMap::new()),
+        last_zone_write: Mutex::new(HashMap::new()),
         resync: Duration::from_secs(60),
     };
     (Arc::new(ctx), handle, registry)
@@ -436,4 +437,69 @@ async fn batch_resources_an_older_merge_patch_wrote_are_removed_when_the_apply_l
     let event = expect(&mut handle, Method::POST, events, StatusCode::CREATED, json!({})).await;
     assert_eq!(event["reason"], "BatchResourceRemoved");
     task.await.unwrap().unwrap();
+}
+
+fn topology(resource_version: &str, zone0_cpu: &str) -> Value {
+    json!({
+        "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+        "metadata": {"name": "n1", "resourceVersion": resource_version},
+        "topologyPolicies": ["None"],
+        "zones": [{"name": "node-0", "type": "Node", "resources": [
+            {"name": "cpu", "capacity": zone0_cpu, "allocatable": zone0_cpu, "available": zone0_cpu}]}],
+        "attributes": [{"name": "kept", "value": "as read"}],
+    })
+}
+
+#[tokio::test]
+async fn zone_entries_are_written_with_the_resource_version_read_and_retried_on_conflict() {
+    let (ctx, mut handle) = context(true);
+    let targets = BTreeMap::from([("node-0".to_owned(), Amounts::new(12_000, 1_000))]);
+    let client = ctx.client.clone();
+    let task = tokio::spawn(async move { nrt_zones::write(&client, "n1", &targets).await });
+    let path = "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies/n1";
+    expect(&mut handle, Method::GET, path, StatusCode::OK, topology("7", "8")).await;
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"});
+    let first = expect_request(&mut handle, Method::PUT, path, StatusCode::CONFLICT, conflict).await;
+    assert_eq!(first.body["metadata"]["resourceVersion"], "7");
+    assert!(
+        first.query.contains("fieldManager=koord-manager"),
+        "{}",
+        first.query
+    );
+    // Read again: another writer changed node-0's cpu meanwhile; its value is kept.
+    expect(&mut handle, Method::GET, path, StatusCode::OK, topology("8", "6")).await;
+    let second = expect_request(&mut handle, Method::PUT, path, StatusCode::OK, topology("9", "6")).await;
+    assert_eq!(second.body["metadata"]["resourceVersion"], "8");
+    assert_eq!(
+        second.body["attributes"],
+        json!([{"name": "kept", "value": "as read"}])
+    );
+    assert_eq!(
+        second.body["zones"][0]["resources"],
+        json!([
+            {"name": "cpu", "capacity": "6", "allocatable": "6", "available": "6"},
+            {"name": "kubernetes.io/batch-cpu", "capacity": "12000", "allocatable": "12000", "available": "12000"},
+            {"name": "kubernetes.io/batch-memory", "capacity": "1000", "allocatable": "1000", "available": "1000"},
+        ])
+    );
+    assert!(task.await.unwrap().unwrap(), "written");
+}
+
+#[tokio::test]
+async fn zone_entries_already_in_place_are_not_written() {
+    let (ctx, mut handle) = context(true);
+    let targets = BTreeMap::from([("node-0".to_owned(), Amounts::new(12_000, 1_000))]);
+    let client = ctx.client.clone();
+    let task = tokio::spawn(async move { nrt_zones::write(&client, "n1", &targets).await });
+    let path = "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies/n1";
+    let mut current = topology("7", "8");
+    current["zones"][0]["resources"] = json!([
+        {"name": "kubernetes.io/batch-cpu", "capacity": "12k", "allocatable": "12k", "available": 12000},
+        {"name": "kubernetes.io/batch-memory", "capacity": "1k", "allocatable": "1k", "available": "1k"},
+    ]);
+    expect(&mut handle, Method::GET, path, StatusCode::OK, current).await;
+    assert!(!task.await.unwrap().unwrap(), "nothing to write");
+    let nothing = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await;
+    assert!(nothing.is_err(), "no request expected");
+    drop(ctx);
 }

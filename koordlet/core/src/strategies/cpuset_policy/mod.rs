@@ -248,8 +248,8 @@ impl RuntimeCpusets {
 /// The `cpuset` of a `scheduling.koordinator.sh/resource-status` annotation value (`None` when
 /// absent or not parseable, as the round treats it).
 pub fn resource_status_cpus(text: &str) -> Option<CpuList> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    CpuList::parse(v.get("cpuset")?.as_str()?).ok()
+    let status = koord_api::resource_status::parse_resource_status(text).ok()?;
+    CpuList::parse(&status.cpuset?).ok()
 }
 
 /// Whether the strategy has anything to do: a pod asks for a policy (or names one that does
