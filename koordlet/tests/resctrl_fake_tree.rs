@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::NodeSLOSpec;
+use koordlet::nri::RdtAvailability;
 use koordlet::resctrl_loop::{self, ResctrlReconciler};
 use koordlet::states::PodMeta;
 use koordlet::system::resctrl::{ResctrlUnsupported, detect};
@@ -243,7 +244,10 @@ fn resctrl_missing_support_turns_the_feature_off() {
     ));
     let (started, log) =
         logs(|| resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false));
-    assert!(started.is_none());
+    assert!(matches!(
+        resctrl_loop::rdt_availability(&started),
+        RdtAvailability::Unsupported(why) if why.contains("cat_l3")
+    ));
     assert_eq!(log.lines().count(), 1, "{log}");
     assert!(log.contains("resctrl off") && log.contains("cat_l3"), "{log}");
     // Supported CPU, not mounted, mounting not allowed.
@@ -253,12 +257,20 @@ fn resctrl_missing_support_turns_the_feature_off() {
         detect(&host.roots, false),
         Err(ResctrlUnsupported::NotMounted(_))
     ));
-    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false).is_none());
+    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false).is_err());
     // Gate off: off whatever the node has.
     let host = FakeHost::intel("L3:0=7ff\n");
     let off = FeatureGates::parse("RdtResctrl=false").unwrap();
-    assert!(resctrl_loop::start(&off, &host.roots, false, cgroups(&host), paths.clone(), false).is_none());
-    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths, false).is_some());
+    let started = resctrl_loop::start(&off, &host.roots, false, cgroups(&host), paths.clone(), false);
+    assert_eq!(resctrl_loop::rdt_availability(&started), RdtAvailability::GateOff);
+    let started = resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false);
+    assert_eq!(
+        resctrl_loop::rdt_availability(&started),
+        RdtAvailability::Mounted(host.roots.resctrl.clone())
+    );
+    // Dry-run: the round moves no task, so the hooks name no class.
+    let started = resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths, true);
+    assert_eq!(resctrl_loop::rdt_availability(&started), RdtAvailability::DryRun);
     // Mounted but no schemata: off, with the file named.
     let host = FakeHost::intel("L3:0=7ff\n");
     std::fs::remove_file(host.roots.resctrl.join("schemata")).unwrap();
