@@ -9,9 +9,10 @@
 //! `<resctrl root>/<class>/tasks` before it runs, and its threads and children inherit the
 //! group. The round finds those tasks already in their group and writes nothing for them.
 //!
-//! A class naming a group that does not exist makes runc fail the container (runc 1.0 and
-//! later refuse a `closID` without schemata whose directory is missing), so the class is set
-//! only when the group's `tasks` file exists under the resctrl root koordlet found at start.
+//! A class naming a group that does not exist makes runc fail the container (runc 1.1 refuses
+//! a `closID` without schemata whose directory is missing; runtimes that create it instead
+//! would make a group koordlet does not configure), so the class is set only when the group's
+//! `tasks` file exists under the resctrl root koordlet found at start.
 //! The round creates the groups on its first pass; containers created before that, or on a
 //! node where any condition below fails, get no class and are moved by the round as before.
 
