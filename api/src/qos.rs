@@ -68,6 +68,16 @@ impl QoSClass {
             KubeQoSClass::BestEffort => QoSClass::Be,
         }
     }
+
+    /// This class (a pod's label), or, when it is None, the class of the pod's Kubernetes QoS
+    /// (asked only then): how every consumer resolves a pod's class, whether it has the pod
+    /// (`qos_class_with_default`) or only its labels and cgroup (the runtime hooks).
+    pub fn or_kube_qos(self, kube: impl FnOnce() -> Option<KubeQoSClass>) -> QoSClass {
+        match self {
+            QoSClass::None => kube().map_or(QoSClass::None, QoSClass::from_kube_qos),
+            class => class,
+        }
+    }
 }
 
 impl fmt::Display for QoSClass {
@@ -134,10 +144,7 @@ pub fn kube_qos_class(pod: &Pod) -> Option<KubeQoSClass> {
 
 /// The class a pod is treated as: its label, else the Kubernetes QoS mapped to LSR/LS/BE.
 pub fn qos_class_with_default(pod: &Pod) -> QoSClass {
-    match qos_class_raw(pod) {
-        QoSClass::None => kube_qos_class(pod).map_or(QoSClass::None, QoSClass::from_kube_qos),
-        class => class,
-    }
+    qos_class_raw(pod).or_kube_qos(|| kube_qos_class(pod))
 }
 
 /// Running totals of positive CPU and memory amounts, for the QoS computation.

@@ -240,6 +240,15 @@ pub async fn run(
     };
     let (runtime_cpusets_tx, runtime_cpusets_rx) = watch::channel(None);
     let kubelet_cpu_manager = crate::cpuset_state::detect_kubelet_cpu_manager(&settings.kubelet_root_dir);
+    let resctrl = crate::resctrl_loop::start(
+        &settings.gates,
+        &settings.roots,
+        settings.mount_resctrl,
+        cgroups.clone(),
+        paths.clone(),
+        settings.dry_run,
+    );
+    let rdt = crate::resctrl_loop::rdt_availability(&resctrl);
     let qos = QosLoop::new(
         QosLoopConfig {
             // The fast path owns the live cpu_suppress writes.
@@ -251,14 +260,7 @@ pub async fn run(
     )
     .with_cpuset_scope(scope_tx)
     .with_runtime_cpusets(runtime_cpusets_tx)
-    .with_resctrl(crate::resctrl_loop::start(
-        &settings.gates,
-        &settings.roots,
-        settings.mount_resctrl,
-        cgroups.clone(),
-        paths.clone(),
-        settings.dry_run,
-    ))
+    .with_resctrl(resctrl.ok())
     .with_cpuset_policy(
         kubelet_cpu_manager.clone(),
         Some(crate::cpuset_state::CpusetStateFile::new(
@@ -301,6 +303,7 @@ pub async fn run(
             pod_cgroups: Arc::new(crate::nri::NodePodCgroups::new(cgroups.clone(), paths.clone())),
             kubelet_static_cpu_manager: kubelet_cpu_manager.is_static(),
             runtime_cpusets: runtime_cpusets_rx,
+            rdt,
         },
         &readiness,
         &snap_rx,
@@ -342,6 +345,8 @@ struct NriInputs {
     kubelet_static_cpu_manager: bool,
     /// The CPU set policies' pools after each QoS round.
     runtime_cpusets: watch::Receiver<Option<Arc<koordlet_core::strategies::cpuset_policy::RuntimeCpusets>>>,
+    /// Whether containers may start in their resctrl group (what the resctrl round found).
+    rdt: crate::nri::RdtAvailability,
 }
 
 /// Starts the runtime hooks over NRI when enabled: the plugin's connection loop, and tasks that
@@ -357,11 +362,13 @@ fn spawn_nri(
 ) {
     use crate::nri::{ConnectionState, HookSettings, PluginConfig, RuntimeHooks};
     use koordlet_core::strategies::engine::be_limits_settings;
+    use koordlet_core::strategies::resctrl::ResctrlClasses;
     let NriInputs {
         telemetry,
         pod_cgroups,
         kubelet_static_cpu_manager,
         mut runtime_cpusets,
+        rdt,
     } = inputs;
     let Some(socket) = settings.nri_socket.clone() else {
         info!("NRI runtime hooks disabled by flag");
@@ -381,8 +388,15 @@ fn spawn_nri(
         ),
         cpusets: !kubelet_static_cpu_manager,
         cpuset_allocator: gates.enabled("CPUSetAllocator"),
+        resctrl: snapshot
+            .node_slo
+            .as_deref()
+            .map(ResctrlClasses::from_slo)
+            .unwrap_or_default(),
     };
-    let hooks = RuntimeHooks::new(decide_settings(&snapshots.borrow())).with_pod_cgroups(pod_cgroups);
+    let hooks = RuntimeHooks::new(decide_settings(&snapshots.borrow()))
+        .with_pod_cgroups(pod_cgroups)
+        .with_rdt(rdt);
     let mut snapshots = snapshots.clone();
     let updater = hooks.clone();
     tasks.spawn(async move {

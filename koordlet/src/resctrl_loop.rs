@@ -4,7 +4,8 @@
 //! new tasks every round.
 //!
 //! Started only when the node supports it ([`start`]): otherwise one log line says why and the
-//! rest of the agent runs as before.
+//! rest of the agent runs as before. What [`start`] found also tells the runtime hooks whether
+//! they may start containers in their class group ([`rdt_availability`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,8 +15,9 @@ use koordlet_core::resctrl::{ResctrlFacts, ResctrlGroup, Schemata};
 use koordlet_core::strategies::resctrl::{self, ResctrlPlan};
 use tracing::{info, warn};
 
+use crate::nri::RdtAvailability;
 use crate::states::PodMeta;
-use crate::system::resctrl::{ResctrlFs, detect, parse_ids};
+use crate::system::resctrl::{ResctrlFs, ResctrlUnsupported, detect, parse_ids};
 use crate::system::{
     CgroupDir, CgroupResource, CgroupVersion, Cgroups, KubeCgroupPaths, SystemError, SystemRoots,
 };
@@ -45,8 +47,19 @@ pub struct ResctrlReconciler {
     logged: BTreeSet<String>,
 }
 
+/// Why resctrl is off on this node.
+#[derive(Debug, thiserror::Error)]
+pub enum ResctrlOff {
+    /// Feature gate `RdtResctrl` is off.
+    #[error("feature gate RdtResctrl is off")]
+    GateOff,
+    /// The node does not support it, or the tree cannot be read.
+    #[error(transparent)]
+    Unsupported(#[from] ResctrlUnsupported),
+}
+
 /// Starts resctrl when the gate is on and the node supports it; otherwise logs one line with
-/// the reason and returns `None`.
+/// the reason and returns it.
 pub fn start(
     gates: &FeatureGates,
     roots: &SystemRoots,
@@ -54,13 +67,13 @@ pub fn start(
     cgroups: Arc<Cgroups>,
     paths: KubeCgroupPaths,
     dry_run: bool,
-) -> Option<ResctrlReconciler> {
+) -> Result<ResctrlReconciler, ResctrlOff> {
     if !gates.enabled("RdtResctrl") {
         info!(
             strategy = resctrl::STRATEGY,
             "resctrl off: feature gate RdtResctrl is off"
         );
-        return None;
+        return Err(ResctrlOff::GateOff);
     }
     let started = detect(roots, mount_allowed).and_then(|(fs, vendor)| {
         let facts = fs.read_facts(vendor)?;
@@ -70,12 +83,23 @@ pub fn start(
         Ok((fs, facts)) => {
             info!(strategy = resctrl::STRATEGY, root = %fs.root().display(), vendor = ?facts.vendor,
                   "resctrl on");
-            Some(ResctrlReconciler::new(fs, facts, cgroups, paths, dry_run))
+            Ok(ResctrlReconciler::new(fs, facts, cgroups, paths, dry_run))
         }
         Err(e) => {
             info!(strategy = resctrl::STRATEGY, reason = %e, "resctrl off: not supported on this node");
-            None
+            Err(e.into())
         }
+    }
+}
+
+/// What the runtime hooks may do with resctrl classes, given what [`start`] found: name the
+/// round's groups only where the round runs and moves tasks (not in dry-run).
+pub fn rdt_availability(started: &Result<ResctrlReconciler, ResctrlOff>) -> RdtAvailability {
+    match started {
+        Ok(r) if r.dry_run => RdtAvailability::DryRun,
+        Ok(r) => RdtAvailability::Mounted(r.fs.root().to_path_buf()),
+        Err(ResctrlOff::GateOff) => RdtAvailability::GateOff,
+        Err(e @ ResctrlOff::Unsupported(_)) => RdtAvailability::Unsupported(e.to_string()),
     }
 }
 

@@ -1,7 +1,8 @@
 //! koordlet's NRI plugin against a real containerd 1.7 (Debian trixie, from
 //! `scripts/install-containerd.sh`), started with NRI enabled and its own root, state and
 //! sockets under a temp dir. The plugin must register, be configured and synchronised by the
-//! real runtime, and come back after containerd restarts.
+//! real runtime, and come back after containerd restarts; its adjustments (BE limits, cpusets,
+//! the resctrl class) must reach the containers containerd starts.
 //!
 //! Skipped (one `skipped:` line) when not root or when containerd is not in the cache.
 
@@ -22,7 +23,11 @@ use std::time::Duration;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use koordlet::nri::api;
-use koordlet::nri::{ConnectionState, NriHandler, NriTelemetry, PluginConfig, RuntimeHooks, run_plugin};
+use koordlet::nri::{
+    ConnectionState, HookSettings, NriHandler, NriTelemetry, PluginConfig, RdtAvailability, RuntimeHooks,
+    run_plugin,
+};
+use koordlet_core::strategies::resctrl::ResctrlClasses;
 use tokio::sync::watch;
 
 /// The real hooks, counting the runtime's synchronisations.
@@ -432,5 +437,80 @@ async fn lsr_container_starts_on_the_cpus_the_scheduler_bound() {
         "the pod cgroup keeps every CPU"
     );
     remove_pod(&containerd, &sandbox_id).await;
+    drop(plugin);
+}
+
+/// The OCI spec containerd handed runc for container `id` (the shim's bundle).
+fn oci_spec(containerd: &Containerd, id: &str) -> serde_json::Value {
+    let path = containerd
+        .path("state")
+        .join("io.containerd.runtime.v2.task/k8s.io")
+        .join(id)
+        .join("config.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The resctrl class through the real CRI path: containerd turns the hook's class into the OCI
+/// spec's `linux.intelRdt.closID` of the container it starts, for a class with resctrl enabled
+/// only. This host has no RDT (no resctrl mount), so runc 1.1 leaves `intelRdt` unapplied and
+/// the hook decides against a fake tree: the test shows the wire path and that the container
+/// starts, not a task in a real group.
+#[tokio::test]
+async fn resctrl_class_reaches_the_containers_oci_spec() {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    if mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("resctrl"))
+    {
+        // runc would write the container into the host's real tree, which has no LS group.
+        println!("skipped: resctrl is mounted on this host; this test needs runc to ignore intelRdt");
+        return;
+    }
+    let containerd = match containerd_with_image().await {
+        Ok(c) => c,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let tree = tempfile::tempdir().unwrap();
+    for group in ["LSR", "LS", "BE"] {
+        std::fs::create_dir(tree.path().join(group)).unwrap();
+        std::fs::write(tree.path().join(group).join("tasks"), "").unwrap();
+    }
+    let hooks = RuntimeHooks::new(HookSettings {
+        resctrl: ResctrlClasses {
+            lsr: false,
+            ls: true,
+            be: false,
+        },
+        ..HookSettings::default()
+    })
+    .with_rdt(RdtAvailability::Mounted(tree.path().to_path_buf()));
+    let plugin = register(&containerd, hooks).await;
+    let parent = CgroupParent::new();
+    let mut started = Vec::new();
+    for (name, qos) in [("ls-pod", "LS"), ("lsr-pod", "LSR")] {
+        let sandbox = sandbox_config(
+            &containerd,
+            name,
+            &format!("{name}-{}", parent.name),
+            format!("/{}", parent.name),
+            &[("koordinator.sh/qosClass", qos)],
+            &[],
+        );
+        started.push(start_pod(&containerd, sandbox).await);
+    }
+    let rdt = |id: &str| oci_spec(&containerd, id)["linux"]["intelRdt"].clone();
+    assert_eq!(rdt(&started[0].1), serde_json::json!({"closID": "LS"}));
+    assert_eq!(
+        rdt(&started[1].1),
+        serde_json::Value::Null,
+        "LSR's resctrl is not enabled"
+    );
+    for (sandbox_id, _) in &started {
+        remove_pod(&containerd, sandbox_id).await;
+    }
     drop(plugin);
 }

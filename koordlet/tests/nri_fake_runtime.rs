@@ -1,5 +1,6 @@
 //! NRI plugin against an in-process fake runtime on a unix socket: registration, the event
-//! subscription, synchronisation, container creation, the reply deadline and reconnection.
+//! subscription, synchronisation, container creation (limits, resctrl class), the reply deadline
+//! and reconnection.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -11,7 +12,11 @@ use std::time::Duration;
 
 use fake_runtime::FakeRuntime;
 use koordlet::nri::api::{self, Event};
-use koordlet::nri::{ConnectionState, NriHandler, NriTelemetry, PluginConfig, RuntimeHooks, run_plugin};
+use koordlet::nri::{
+    ConnectionState, HookSettings, NriHandler, NriTelemetry, PluginConfig, RdtAvailability, RuntimeHooks,
+    run_plugin,
+};
+use koordlet_core::strategies::resctrl::ResctrlClasses;
 use tokio::sync::watch;
 
 const SPEC: &str = r#"{"containers":{"main":{"requests":{"kubernetes.io/batch-cpu":"500"},"limits":{"kubernetes.io/batch-cpu":"1000","kubernetes.io/batch-memory":"256Mi"}}}}"#;
@@ -165,6 +170,80 @@ async fn registers_synchronizes_adjusts_and_reconnects() {
     assert_eq!(conn.registered.plugin_name, "koordlet_nri");
     wait_state(&mut plugin, ConnectionState::Registered).await;
     assert!(plugin.telemetry.reconnects.get() >= 1);
+}
+
+/// A container of a pod whose class has resctrl enabled is created with that class (the round's
+/// group) in the adjustment; one of a class without resctrl is not; both count as `adjusted`.
+#[tokio::test]
+async fn create_container_names_the_resctrl_class_of_enabled_classes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let resctrl = dir.path().join("resctrl");
+    for group in ["LSR", "LS", "BE"] {
+        std::fs::create_dir_all(resctrl.join(group)).unwrap();
+        std::fs::write(resctrl.join(group).join("tasks"), "").unwrap();
+    }
+    let slo: koord_api::NodeSLOSpec = serde_json::from_value(serde_json::json!({
+        "resourceQOSStrategy": {"lsClass": {"resctrlQOS": {"enable": true}}}
+    }))
+    .unwrap();
+    let hooks = RuntimeHooks::new(HookSettings {
+        resctrl: ResctrlClasses::from_slo(&slo),
+        ..HookSettings::default()
+    })
+    .with_rdt(RdtAvailability::Mounted(resctrl));
+    let socket = dir.path().join("nri.sock");
+    let runtime = FakeRuntime::bind(&socket);
+    let plugin = start(&socket, Arc::new(hooks), Duration::from_secs(1));
+    let mut conn = runtime.accept().await;
+    conn.configure().await;
+
+    let mut ls = be_pod("ls");
+    ls.labels.insert("koordinator.sh/qosClass".into(), "LS".into());
+    ls.annotations.clear();
+    let create = api::ContainerRequest {
+        pod: Some(ls),
+        container: Some(container("ls", "c-ls")),
+    };
+    let reply: api::CreateContainerResponse = conn.call("CreateContainer", &create).await.unwrap();
+    let resources = reply.adjust.unwrap().linux.unwrap().resources.unwrap();
+    assert_eq!(
+        resources.rdt_class,
+        Some(api::OptionalString { value: "LS".into() })
+    );
+    assert!(resources.cpu.is_none() && resources.memory.is_none());
+
+    // BE's resctrl is not enabled: the batch limits, no class.
+    let create = api::ContainerRequest {
+        pod: Some(be_pod("be")),
+        container: Some(container("be", "c-be")),
+    };
+    let reply: api::CreateContainerResponse = conn.call("CreateContainer", &create).await.unwrap();
+    let resources = reply.adjust.unwrap().linux.unwrap().resources.unwrap();
+    assert_eq!(resources.rdt_class, None);
+    assert_eq!(resources.cpu.unwrap().shares.unwrap().value, 512);
+
+    // LSR: neither limits nor a class, so no adjustment at all.
+    let mut lsr = be_pod("lsr");
+    lsr.labels.insert("koordinator.sh/qosClass".into(), "LSR".into());
+    let create = api::ContainerRequest {
+        pod: Some(lsr),
+        container: Some(container("lsr", "c-lsr")),
+    };
+    let reply: api::CreateContainerResponse = conn.call("CreateContainer", &create).await.unwrap();
+    assert_eq!(reply.adjust, None);
+
+    let mut text = String::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("nri_requests", "", plugin.telemetry.requests.clone());
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for (result, n) in [("adjusted", 2), ("unchanged", 1)] {
+        assert!(
+            text.contains(&format!(
+                r#"nri_requests_total{{event="create_container",result="{result}"}} {n}"#
+            )),
+            "{text}"
+        );
+    }
 }
 
 /// A handler that takes far longer than any deadline.

@@ -1,7 +1,8 @@
 //! resctrl on fake resctrl trees built in temp dirs (this machine's CPU has no RDT): support
 //! detection, schemata writes for Intel single and dual socket, sparse cache ids, AMD and CDP,
-//! task moves into the class groups (new tasks picked up every round), and `koordlet plan
-//! --resctrl-root`. Every test's tree is a `TempDir`, removed on drop even when it fails.
+//! task moves into the class groups (new tasks picked up every round), agreement with the runtime
+//! hook's resctrl class, and `koordlet plan --resctrl-root`. Every test's tree is a `TempDir`,
+//! removed on drop even when it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 mod common;
@@ -12,12 +13,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::NodeSLOSpec;
+use koordlet::nri::RdtAvailability;
 use koordlet::resctrl_loop::{self, ResctrlReconciler};
 use koordlet::states::PodMeta;
 use koordlet::system::resctrl::{ResctrlUnsupported, detect};
 use koordlet::system::{CgroupDriver, CgroupLayout, CgroupResource, Cgroups, KubeCgroupPaths, SystemRoots};
 use koordlet_core::features::FeatureGates;
 use koordlet_core::resctrl::ResctrlGroup;
+use koordlet_core::strategies::resctrl::ResctrlClasses;
 use tempfile::TempDir;
 
 /// A fake host: `proc/cpuinfo`, `proc/mounts`, a resctrl tree and a v1 cgroup tree.
@@ -243,7 +246,10 @@ fn resctrl_missing_support_turns_the_feature_off() {
     ));
     let (started, log) =
         logs(|| resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false));
-    assert!(started.is_none());
+    assert!(matches!(
+        resctrl_loop::rdt_availability(&started),
+        RdtAvailability::Unsupported(why) if why.contains("cat_l3")
+    ));
     assert_eq!(log.lines().count(), 1, "{log}");
     assert!(log.contains("resctrl off") && log.contains("cat_l3"), "{log}");
     // Supported CPU, not mounted, mounting not allowed.
@@ -253,12 +259,20 @@ fn resctrl_missing_support_turns_the_feature_off() {
         detect(&host.roots, false),
         Err(ResctrlUnsupported::NotMounted(_))
     ));
-    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false).is_none());
+    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false).is_err());
     // Gate off: off whatever the node has.
     let host = FakeHost::intel("L3:0=7ff\n");
     let off = FeatureGates::parse("RdtResctrl=false").unwrap();
-    assert!(resctrl_loop::start(&off, &host.roots, false, cgroups(&host), paths.clone(), false).is_none());
-    assert!(resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths, false).is_some());
+    let started = resctrl_loop::start(&off, &host.roots, false, cgroups(&host), paths.clone(), false);
+    assert_eq!(resctrl_loop::rdt_availability(&started), RdtAvailability::GateOff);
+    let started = resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths.clone(), false);
+    assert_eq!(
+        resctrl_loop::rdt_availability(&started),
+        RdtAvailability::Mounted(host.roots.resctrl.clone())
+    );
+    // Dry-run: the round moves no task, so the hooks name no class.
+    let started = resctrl_loop::start(&gates, &host.roots, false, cgroups(&host), paths, true);
+    assert_eq!(resctrl_loop::rdt_availability(&started), RdtAvailability::DryRun);
     // Mounted but no schemata: off, with the file named.
     let host = FakeHost::intel("L3:0=7ff\n");
     std::fs::remove_file(host.roots.resctrl.join("schemata")).unwrap();
@@ -325,6 +339,98 @@ fn resctrl_tasks_moved_and_new_tasks_picked_up() {
         [90, 100, 101, 102]
     );
     assert!(r.round(&be_enabled(), &pods).moved.is_empty());
+}
+
+/// The NRI sandbox of `p` as the runtime describes it (cgroupfs parent, labels).
+fn sandbox_of(p: &PodMeta) -> koordlet::nri::api::PodSandbox {
+    let paths = KubeCgroupPaths::new(CgroupDriver::Cgroupfs);
+    koordlet::nri::api::PodSandbox {
+        id: format!("sandbox-{}", p.uid.as_str()),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        uid: p.uid.as_str().to_owned(),
+        labels: p
+            .pod
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        linux: Some(koordlet::nri::api::LinuxPodSandbox {
+            cgroup_parent: format!("/{}", paths.pod_dir(p.kube_qos, &p.uid)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The runtime hook names the group the round moves the pod to; with the container's first
+/// task placed there (as runc does from the class), the round finds it in place and writes no
+/// task: neither moves what the other placed, and nothing is written twice.
+#[test]
+fn resctrl_hook_names_the_rounds_group_and_the_round_leaves_its_tasks() {
+    use koordlet::nri::{NodePodCgroups, NriHandler, RuntimeHooks};
+    let host = FakeHost::intel("    L3:0=7ff\n    MB:0=100\n");
+    let gates = FeatureGates::default();
+    let paths = KubeCgroupPaths::new(CgroupDriver::Cgroupfs);
+    let started = resctrl_loop::start(&gates, &host.roots, false, host.cgroups(), paths.clone(), false);
+    let hooks = RuntimeHooks::default()
+        .with_pod_cgroups(Arc::new(NodePodCgroups::new(host.cgroups(), paths)))
+        .with_rdt(resctrl_loop::rdt_availability(&started));
+    let mut r = started.ok().unwrap();
+    let slo = slo(serde_json::json!({
+        "lsClass": {"resctrlQOS": {"enable": true}},
+        "beClass": {"resctrlQOS": {"enable": true}}
+    }));
+    hooks.set_settings(koordlet::nri::HookSettings {
+        resctrl: ResctrlClasses::from_slo(&slo),
+        ..Default::default()
+    });
+    // BE and LS by label, an unlabelled Burstable pod (LS by its QoS, from its cgroup parent),
+    // and LSR, whose resctrl is not enabled.
+    let pods = [
+        pod("be-1", "BE", "BestEffort", "c1"),
+        pod("ls-1", "LS", "Burstable", "c2"),
+        pod("plain-1", "", "Burstable", "c3"),
+        pod("lsr-1", "LSR", "Guaranteed", "c4"),
+    ];
+    let (fs, vendor) = detect(&host.roots, false).unwrap();
+    let plan = koordlet_core::strategies::resctrl::decide(&slo, &fs.read_facts(vendor).unwrap(), &pods);
+    for (i, p) in pods.iter().enumerate() {
+        let container = koordlet::nri::api::Container {
+            id: format!("c{}", i + 1),
+            name: "a".into(),
+            ..Default::default()
+        };
+        let class = hooks
+            .create_container(&sandbox_of(p), &container)
+            .and_then(|a| a.linux?.resources?.rdt_class)
+            .map(|c| c.value);
+        let round = plan
+            .pods
+            .iter()
+            .find(|g| g.uid == p.uid.as_str())
+            .map(|g| g.group.name().to_owned());
+        assert_eq!(class, round, "pod {}", p.name);
+        // The runtime starts the container: its task in the class's group (runc) or nowhere.
+        let tid = 500 + i as u32;
+        write(
+            &cpu_dir(&host, p, Some(&container.id)).join("tasks"),
+            &format!("{tid}\n"),
+        );
+        if let Some(class) = class {
+            let tasks = host.roots.resctrl.join(class).join("tasks");
+            let before = std::fs::read_to_string(&tasks).unwrap();
+            write(&tasks, &format!("{before}{tid}\n"));
+        }
+    }
+    let report = r.round(&slo, &pods);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.plan.as_ref().unwrap().pods, plan.pods);
+    assert!(report.moved.is_empty(), "tasks moved again: {:?}", report.moved);
+    assert_eq!(tasks_of(&host.group_file(ResctrlGroup::Be, "tasks")), [500]);
+    assert_eq!(tasks_of(&host.group_file(ResctrlGroup::Ls, "tasks")), [501, 502]);
+    assert_eq!(host.group_file(ResctrlGroup::Lsr, "tasks"), "");
 }
 
 #[test]

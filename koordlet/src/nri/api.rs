@@ -261,6 +261,11 @@ pub struct LinuxResources {
     /// CPU.
     #[prost(message, optional, tag = "2")]
     pub cpu: Option<LinuxCpu>,
+    /// The resctrl (RDT) class: the runtime makes it the OCI spec's `linux.intelRdt.closID`.
+    /// Set only with a group name: an empty value tells the runtime to clear the container's
+    /// RDT settings.
+    #[prost(message, optional, tag = "5")]
+    pub rdt_class: Option<OptionalString>,
 }
 
 /// `LinuxMemory`.
@@ -289,6 +294,14 @@ pub struct LinuxCpu {
     /// `cpuset.mems`.
     #[prost(string, tag = "7")]
     pub mems: String,
+}
+
+/// `OptionalString`: a set value (absence of the message means "unchanged").
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionalString {
+    /// The value.
+    #[prost(string, tag = "1")]
+    pub value: String,
 }
 
 /// `OptionalInt64`: a set value (absence of the message means "unchanged").
@@ -343,4 +356,76 @@ pub struct LinuxContainerUpdate {
     /// Resources.
     #[prost(message, optional, tag = "1")]
     pub resources: Option<LinuxResources>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use prost::Message as _;
+
+    /// The adjustment naming resctrl class `BE`, as NRI's `api.proto` lays it out:
+    /// `CreateContainerResponse.adjust` (1) -> `ContainerAdjustment.linux` (6) ->
+    /// `LinuxContainerAdjustment.resources` (2) -> `LinuxResources.rdt_class` (5) ->
+    /// `OptionalString.value` (1).
+    const RDT_CLASS_BE: [u8; 12] = [
+        0x0a, 0x0a, // adjust, 10 bytes
+        0x32, 0x08, // linux, 8 bytes
+        0x12, 0x06, // resources, 6 bytes
+        0x2a, 0x04, // rdt_class, 4 bytes
+        0x0a, 0x02, b'B', b'E', // value "BE"
+    ];
+
+    fn rdt_reply(class: &str) -> CreateContainerResponse {
+        CreateContainerResponse {
+            adjust: Some(ContainerAdjustment {
+                linux: Some(LinuxContainerAdjustment {
+                    resources: Some(LinuxResources {
+                        rdt_class: Some(OptionalString { value: class.into() }),
+                        ..LinuxResources::default()
+                    }),
+                }),
+            }),
+            update: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rdt_class_encodes_as_nri_lays_it_out() {
+        assert_eq!(rdt_reply("BE").encode_to_vec(), RDT_CLASS_BE);
+        assert_eq!(
+            CreateContainerResponse::decode(&RDT_CLASS_BE[..]).unwrap(),
+            rdt_reply("BE")
+        );
+    }
+
+    #[test]
+    fn rdt_class_round_trips_beside_the_other_resources() {
+        let mut reply = rdt_reply("LSR");
+        let resources = reply
+            .adjust
+            .as_mut()
+            .and_then(|a| a.linux.as_mut())
+            .and_then(|l| l.resources.as_mut())
+            .unwrap();
+        resources.cpu = Some(LinuxCpu {
+            shares: Some(OptionalUInt64 { value: 2 }),
+            cpus: "0-1".into(),
+            ..LinuxCpu::default()
+        });
+        resources.memory = Some(LinuxMemory {
+            limit: Some(OptionalInt64 { value: 1 << 30 }),
+        });
+        let bytes = reply.encode_to_vec();
+        assert_eq!(CreateContainerResponse::decode(bytes.as_slice()).unwrap(), reply);
+        // Unset, the field is absent from the wire (the runtime leaves the class alone);
+        // bytes from a runtime that also sends blockio_class (4) decode, skipping it.
+        let none = LinuxResources::default();
+        assert!(none.encode_to_vec().is_empty());
+        let with_blockio = [0x22, 0x03, 0x0a, 0x01, b'x', 0x2a, 0x04, 0x0a, 0x02, b'L', b'S'];
+        assert_eq!(
+            LinuxResources::decode(&with_blockio[..]).unwrap().rdt_class,
+            Some(OptionalString { value: "LS".into() })
+        );
+    }
 }

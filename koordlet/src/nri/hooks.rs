@@ -17,6 +17,11 @@
 //! container while the kubelet's static CPU manager owns cpusets, is left to the round. On
 //! cgroup v1 a set that does not fit in the pod cgroup's current CPUs would make the runtime
 //! fail the container, so it is left to the round too (which widens parents first).
+//!
+//! RdtResctrl: a container being created gets the resctrl class of its pod's group
+//! ([`super::rdt`]). Only at creation: the runtime cannot move a running container to another
+//! class (containerd 1.7 drops `rdt_class` from updates), so Synchronize and UpdateContainer
+//! never set it and running containers stay the resctrl round's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -28,6 +33,7 @@ use koord_api::names::ANNOTATION_RESOURCE_STATUS;
 use koord_api::names::{ANNOTATION_EXTENDED_RESOURCE_SPEC, LABEL_QOS_CLASS};
 use koord_api::quantity::ResourceList;
 use koord_api::resources::container_amounts;
+use koordlet_core::resctrl::ResctrlGroup;
 use koordlet_core::strategies::CFS_PERIOD_US;
 use koordlet_core::strategies::be_limits::{self, BeContainerLimits, BeLimitsSettings};
 use koordlet_core::strategies::cpuset::CpuList;
@@ -35,10 +41,12 @@ use koordlet_core::strategies::cpuset_policy::{
     ANNOTATION_CPUSET_POLICY, ANNOTATION_CRANE_CPU_MANAGER, CpusetPolicy, RuntimeCpusets, RuntimePod,
     resource_status_cpus,
 };
+use koordlet_core::strategies::resctrl::ResctrlClasses;
 use serde::Deserialize;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::api;
+use super::rdt::{RdtAvailability, rdt_class};
 use super::session::NriHandler;
 
 /// What the hooks decide with; the agent refreshes it from the gates and the NodeSLO.
@@ -52,6 +60,8 @@ pub struct HookSettings {
     pub cpusets: bool,
     /// Feature gate `CPUSetAllocator`: LSE/LSR pods get the CPUs the scheduler bound them to.
     pub cpuset_allocator: bool,
+    /// The classes with resctrl enabled in the NodeSLO (none without a NodeSLO, as the round).
+    pub resctrl: ResctrlClasses,
 }
 
 impl Default for HookSettings {
@@ -61,6 +71,7 @@ impl Default for HookSettings {
             be_limits: BeLimitsSettings::default(),
             cpusets: true,
             cpuset_allocator: true,
+            resctrl: ResctrlClasses::default(),
         }
     }
 }
@@ -79,6 +90,12 @@ pub struct PodCgroup {
 pub trait PodCgroups: Send + Sync {
     /// The pod's cgroup, or why it cannot be used.
     fn pod_cgroup(&self, pod: &api::PodSandbox) -> Result<PodCgroup, String>;
+
+    /// The Kubernetes QoS class the pod's cgroup stands for (resolves the class of a pod
+    /// without the `koordinator.sh/qosClass` label, as the round does from the pod's status).
+    fn kube_qos(&self, pod: &api::PodSandbox) -> Result<KubeQoSClass, String> {
+        self.pod_cgroup(pod).map(|c| c.kube_qos)
+    }
 }
 
 /// Why a container is left to the reconcile loop.
@@ -168,6 +185,7 @@ pub fn linux_resources(limits: &BeContainerLimits) -> api::LinuxResources {
                 value: limits.memory_limit_bytes,
             }),
         }),
+        rdt_class: None,
     }
 }
 
@@ -200,6 +218,8 @@ pub struct RuntimeHooks {
     cpusets: Arc<RwLock<Option<Arc<RuntimeCpusets>>>>,
     /// The node's pod cgroups (`None`: no cpuset hook; tests of the other hooks).
     pod_cgroups: Option<Arc<dyn PodCgroups>>,
+    /// resctrl as the agent found it at start (gate off unless told).
+    rdt: RdtAvailability,
 }
 
 impl std::fmt::Debug for RuntimeHooks {
@@ -208,6 +228,7 @@ impl std::fmt::Debug for RuntimeHooks {
             .field("settings", &self.settings())
             .field("cpusets", &self.runtime_cpusets())
             .field("pod_cgroups", &self.pod_cgroups.is_some())
+            .field("rdt", &self.rdt)
             .finish()
     }
 }
@@ -224,6 +245,13 @@ impl RuntimeHooks {
     /// Lets the hooks set cpusets, looking pods' cgroups up through `pod_cgroups`.
     pub fn with_pod_cgroups(mut self, pod_cgroups: Arc<dyn PodCgroups>) -> Self {
         self.pod_cgroups = Some(pod_cgroups);
+        self
+    }
+
+    /// Lets the hooks name resctrl classes as `rdt` allows (the agent passes what the resctrl
+    /// round found at start).
+    pub fn with_rdt(mut self, rdt: RdtAvailability) -> Self {
+        self.rdt = rdt;
         self
     }
 
@@ -299,6 +327,38 @@ impl RuntimeHooks {
         }
     }
 
+    /// The resctrl class of `container` being created in `pod`, when koordlet sets one now;
+    /// why not is logged at debug.
+    pub fn container_rdt_class(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+    ) -> Option<ResctrlGroup> {
+        let label = pod
+            .labels
+            .get(LABEL_QOS_CLASS)
+            .map_or(QoSClass::None, |l| QoSClass::from_name(l));
+        let qos = || {
+            let mut why = String::new();
+            let qos = label.or_kube_qos(|| match &self.pod_cgroups {
+                Some(cgroups) => cgroups.kube_qos(pod).map_err(|e| why = e).ok(),
+                None => {
+                    why = "no koordinator.sh/qosClass label and no pod cgroup lookup".into();
+                    None
+                }
+            });
+            if qos == QoSClass::None { Err(why) } else { Ok(qos) }
+        };
+        match rdt_class(&self.rdt, self.settings().resctrl, qos) {
+            Ok(group) => Some(group),
+            Err(reason) => {
+                debug!(pod = %format!("{}/{}", pod.namespace, pod.name), container = %container.name,
+                       %reason, "NRI: no resctrl class at creation; left to the resctrl round");
+                None
+            }
+        }
+    }
+
     fn limits(&self, pod: &api::PodSandbox, container: &api::Container) -> Option<BeContainerLimits> {
         match be_container_limits(pod, &container.name, &self.settings()) {
             Ok(limits) => limits,
@@ -347,12 +407,18 @@ impl NriHandler for RuntimeHooks {
     ) -> Option<api::ContainerAdjustment> {
         let limits = self.limits(pod, container);
         let cpus = self.container_cpus(pod, container);
-        if limits.is_none() && cpus.is_none() {
+        let rdt = self.container_rdt_class(pod, container);
+        if limits.is_none() && cpus.is_none() && rdt.is_none() {
             return None;
         }
         let mut resources = limits.as_ref().map(linux_resources).unwrap_or_default();
         if let Some(cpus) = cpus {
             resources.cpu.get_or_insert_with(api::LinuxCpu::default).cpus = cpus.to_string();
+        }
+        if let Some(group) = rdt {
+            resources.rdt_class = Some(api::OptionalString {
+                value: group.name().to_string(),
+            });
         }
         Some(api::ContainerAdjustment {
             linux: Some(api::LinuxContainerAdjustment {
@@ -539,7 +605,7 @@ mod tests {
                 shares: Some(api::OptionalUInt64 { value: 2 }),
                 ..Default::default()
             }),
-            memory: None,
+            ..Default::default()
         };
         let updates = hooks.update_container(&pod, &container("main"), Some(&kubelet_asks));
         assert_eq!(updates.len(), 1);
@@ -705,5 +771,121 @@ mod tests {
         let adjust = h.create_container(&be_pod(SPEC), &container("main")).unwrap();
         let cpu = adjust.linux.unwrap().resources.unwrap().cpu.unwrap();
         assert_eq!((cpu.cpus.as_str(), cpu.quota.unwrap().value), ("1-2", 200_000));
+    }
+
+    /// A resctrl tree with the round's groups `groups` (each with its `tasks` file).
+    fn resctrl_tree(groups: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for g in groups {
+            std::fs::create_dir(dir.path().join(g)).unwrap();
+            std::fs::write(dir.path().join(g).join("tasks"), "").unwrap();
+        }
+        dir
+    }
+
+    const LS_AND_BE: ResctrlClasses = ResctrlClasses {
+        lsr: false,
+        ls: true,
+        be: true,
+    };
+
+    fn rdt_of(adjust: Option<api::ContainerAdjustment>) -> Option<String> {
+        Some(adjust?.linux?.resources?.rdt_class?.value)
+    }
+
+    #[test]
+    fn containers_start_in_their_pods_resctrl_group() {
+        let tree = resctrl_tree(&["LSR", "LS", "BE"]);
+        let settings = HookSettings {
+            resctrl: LS_AND_BE,
+            ..HookSettings::default()
+        };
+        let h = RuntimeHooks::new(settings).with_rdt(RdtAvailability::Mounted(tree.path().to_path_buf()));
+        // A BE container: its batch limits and the BE class in one adjustment.
+        let adjust = h.create_container(&be_pod(SPEC), &container("main")).unwrap();
+        let resources = adjust.linux.unwrap().resources.unwrap();
+        assert_eq!(resources.rdt_class.unwrap().value, "BE");
+        assert_eq!(resources.cpu.unwrap().shares.unwrap().value, 1024);
+        // An LS container: only the class.
+        let adjust = h
+            .create_container(&ls_pod("LS", &[]), &container("main"))
+            .unwrap();
+        let resources = adjust.linux.unwrap().resources.unwrap();
+        assert_eq!(resources.rdt_class.unwrap().value, "LS");
+        assert!(resources.cpu.is_none() && resources.memory.is_none());
+        // LSR's resctrl is not enabled: nothing at all to adjust.
+        assert_eq!(h.create_container(&ls_pod("LSR", &[]), &container("main")), None);
+        // The NodeSLO changes (or goes): the next container follows it.
+        h.set_settings(HookSettings::default());
+        assert_eq!(h.create_container(&ls_pod("LS", &[]), &container("main")), None);
+    }
+
+    #[test]
+    fn no_resctrl_class_without_the_gate_support_or_the_group() {
+        let tree = resctrl_tree(&["BE"]);
+        let settings = HookSettings {
+            resctrl: LS_AND_BE,
+            ..HookSettings::default()
+        };
+        // Gate off (the default), resctrl unsupported, dry-run: no class.
+        for rdt in [
+            RdtAvailability::GateOff,
+            RdtAvailability::Unsupported("no cat_l3 or mba".into()),
+            RdtAvailability::DryRun,
+        ] {
+            let h = RuntimeHooks::new(settings).with_rdt(rdt);
+            assert_eq!(
+                rdt_of(h.create_container(&ls_pod("LS", &[]), &container("main"))),
+                None
+            );
+        }
+        // The LS group does not exist (yet): the class would fail the container.
+        let h = RuntimeHooks::new(settings).with_rdt(RdtAvailability::Mounted(tree.path().to_path_buf()));
+        assert_eq!(h.create_container(&ls_pod("LS", &[]), &container("main")), None);
+        // BE exists: the BE container gets it.
+        assert_eq!(
+            rdt_of(h.create_container(&be_pod(SPEC), &container("main"))).as_deref(),
+            Some("BE")
+        );
+    }
+
+    #[test]
+    fn an_unlabelled_pods_class_comes_from_its_cgroup_as_in_the_round() {
+        let tree = resctrl_tree(&["LSR", "LS", "BE"]);
+        let settings = HookSettings {
+            resctrl: LS_AND_BE,
+            ..HookSettings::default()
+        };
+        let mut plain = ls_pod("LS", &[]);
+        plain.labels.clear();
+        // Without a pod cgroup lookup the class is unknown: no class.
+        let bare = RuntimeHooks::new(settings).with_rdt(RdtAvailability::Mounted(tree.path().to_path_buf()));
+        assert_eq!(bare.create_container(&plain, &container("main")), None);
+        // A Burstable pod cgroup: LS, as the round resolves the pod.
+        let h = hooks(settings, None, None).with_rdt(RdtAvailability::Mounted(tree.path().to_path_buf()));
+        assert_eq!(
+            rdt_of(h.create_container(&plain, &container("main"))).as_deref(),
+            Some("LS")
+        );
+        // A pod whose cgroup cannot be found: no class.
+        plain.uid = "broken".into();
+        assert_eq!(rdt_of(h.create_container(&plain, &container("main"))), None);
+    }
+
+    #[test]
+    fn running_containers_never_get_a_resctrl_class() {
+        let tree = resctrl_tree(&["LSR", "LS", "BE"]);
+        let settings = HookSettings {
+            resctrl: LS_AND_BE,
+            ..HookSettings::default()
+        };
+        let h = RuntimeHooks::new(settings).with_rdt(RdtAvailability::Mounted(tree.path().to_path_buf()));
+        let pod = be_pod(SPEC);
+        let updates = h.synchronize(std::slice::from_ref(&pod), &[container("main")]);
+        let updates = [updates, h.update_container(&pod, &container("main"), None)].concat();
+        assert_eq!(updates.len(), 2);
+        for u in updates {
+            assert_eq!(u.linux.unwrap().resources.unwrap().rdt_class, None);
+        }
     }
 }

@@ -1,14 +1,15 @@
 //! Runtime hooks over NRI (containerd's Node Resource Interface): koordlet adjusts a BE
-//! container's CPU shares, CFS quota and memory limit, and a container's cpuset under the CPU
-//! set policies, inside the runtime before the container starts, instead of after the next
-//! QoS round. The values come from the same decision code as the reconcile loop
-//! ([`koordlet_core::strategies::be_limits`], [`koordlet_core::strategies::cpuset_policy`]), so
-//! neither undoes the other.
+//! container's CPU shares, CFS quota and memory limit, a container's cpuset under the CPU set
+//! policies, and its resctrl class, inside the runtime before the container starts, instead of
+//! after the next QoS round. The values come from the same decision code as the reconcile loop
+//! ([`koordlet_core::strategies::be_limits`], [`koordlet_core::strategies::cpuset_policy`],
+//! [`koordlet_core::strategies::resctrl::ResctrlClasses`]), so neither undoes the other.
 //!
 //! - [`mux`]: NRI's socket multiplexer (logical connections over one unix socket).
 //! - [`ttrpc`]: the unary subset of ttrpc spoken on each logical connection.
 //! - [`api`]: the NRI messages koordlet uses, hand-declared prost structs.
 //! - [`hooks`]: a pod and container in, the adjustment out (pure but for the pod cgroup's CPUs).
+//! - [`rdt`]: the resctrl class of a container being created.
 //! - [`pod_cgroups`]: the pod cgroup a sandbox stands for, on this node's tree.
 //! - [`session`]: one registered connection to the runtime, and the reconnect loop around it.
 //! - [`state`]: the connection state and the NRI metrics.
@@ -16,11 +17,14 @@
 //! Failure policy: the container always starts. A hook that cannot decide within
 //! [`PluginConfig::reply_deadline`] (well inside the runtime's 2 s request timeout) answers
 //! "no change", logs it and counts it; the reconcile loop applies the limits on its next round.
+//! A value the runtime would refuse is never sent: no cpuset outside the pod cgroup's CPUs (v1),
+//! no resctrl class naming a group that does not exist.
 
 pub mod api;
 pub mod hooks;
 pub mod mux;
 pub mod pod_cgroups;
+pub mod rdt;
 pub mod session;
 pub mod state;
 pub mod ttrpc;
@@ -30,6 +34,7 @@ use std::time::Duration;
 
 pub use hooks::{HookSettings, PodCgroup, PodCgroups, RuntimeHooks};
 pub use pod_cgroups::NodePodCgroups;
+pub use rdt::{NoRdtClass, RdtAvailability};
 pub use session::{NriHandler, run_plugin};
 pub use state::{ConnectionState, NriTelemetry};
 

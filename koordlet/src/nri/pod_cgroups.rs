@@ -1,11 +1,15 @@
-//! The node's pod cgroups as the cpuset hook needs them: which directory the runtime's pod
-//! sandbox stands for, and the CPUs a container's set must fit in there.
+//! The node's pod cgroups as the hooks need them: which directory (and so which Kubernetes QoS
+//! class) the runtime's pod sandbox stands for, and the CPUs a container's set must fit in there.
 
 use std::sync::Arc;
 
+use koord_api::KubeQoSClass;
+
 use super::api;
 use super::hooks::{PodCgroup, PodCgroups};
-use crate::system::{CgroupResource, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths, PodUid};
+use crate::system::{
+    CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, KubeCgroupPaths, PodUid,
+};
 
 /// [`PodCgroups`] on this node's cgroup tree.
 #[derive(Debug, Clone)]
@@ -21,14 +25,20 @@ impl NodePodCgroups {
     }
 }
 
-impl PodCgroups for NodePodCgroups {
-    fn pod_cgroup(&self, pod: &api::PodSandbox) -> Result<PodCgroup, String> {
+impl NodePodCgroups {
+    /// The pod's directory and the QoS class it stands for, from the runtime's cgroup parent.
+    fn pod_dir(&self, pod: &api::PodSandbox) -> Result<(KubeQoSClass, CgroupDir), String> {
         let uid = PodUid::new(&pod.uid).map_err(|e| e.to_string())?;
         let parent = pod.linux.as_ref().map_or("", |l| l.cgroup_parent.as_str());
-        let (kube_qos, dir) = self
-            .paths
+        self.paths
             .pod_dir_of_parent(parent, &uid)
-            .ok_or_else(|| format!("the runtime's cgroup parent {parent:?} is not pod {uid}'s directory"))?;
+            .ok_or_else(|| format!("the runtime's cgroup parent {parent:?} is not pod {uid}'s directory"))
+    }
+}
+
+impl PodCgroups for NodePodCgroups {
+    fn pod_cgroup(&self, pod: &api::PodSandbox) -> Result<PodCgroup, String> {
+        let (kube_qos, dir) = self.pod_dir(pod)?;
         let fits_in = match self.cgroups.version() {
             CgroupVersion::V2 => None,
             CgroupVersion::V1 => match self.cgroups.read(CgroupResource::CpusetCpus, &dir) {
@@ -38,5 +48,9 @@ impl PodCgroups for NodePodCgroups {
             },
         };
         Ok(PodCgroup { kube_qos, fits_in })
+    }
+
+    fn kube_qos(&self, pod: &api::PodSandbox) -> Result<KubeQoSClass, String> {
+        self.pod_dir(pod).map(|(kube_qos, _)| kube_qos)
     }
 }

@@ -237,6 +237,48 @@ pub fn group_of(qos: QoSClass) -> Option<ResctrlGroup> {
     }
 }
 
+/// Which classes have resctrl enabled in a NodeSLO (`resourceQOSStrategy.<class>.resctrlQOS.enable`).
+///
+/// [`ResctrlClasses::pod_group`] is the one rule for where a pod's tasks go: the round moves
+/// them there ([`decide`]) and koordlet's runtime hook names the same group as the container's
+/// RDT class at creation, so neither ever moves a task the other placed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResctrlClasses {
+    /// LSR (and LSE) pods' group is enabled.
+    pub lsr: bool,
+    /// LS pods' group is enabled.
+    pub ls: bool,
+    /// BE pods' group is enabled.
+    pub be: bool,
+}
+
+impl ResctrlClasses {
+    /// The enabled classes of `slo` (none without a `resctrlQOS` that says `enable: true`).
+    pub fn from_slo(slo: &NodeSLOSpec) -> Self {
+        let enabled = |group| ClassResctrl::resolve(group, class_cfg(slo, group)).enable;
+        ResctrlClasses {
+            lsr: enabled(ResctrlGroup::Lsr),
+            ls: enabled(ResctrlGroup::Ls),
+            be: enabled(ResctrlGroup::Be),
+        }
+    }
+
+    /// Whether `group`'s class has resctrl enabled.
+    pub fn enabled(self, group: ResctrlGroup) -> bool {
+        match group {
+            ResctrlGroup::Lsr => self.lsr,
+            ResctrlGroup::Ls => self.ls,
+            ResctrlGroup::Be => self.be,
+        }
+    }
+
+    /// The group a pod of `qos` belongs in: its class's group ([`group_of`]) when that class
+    /// has resctrl enabled; `None` leaves the pod's tasks where they are.
+    pub fn pod_group(self, qos: QoSClass) -> Option<ResctrlGroup> {
+        group_of(qos).filter(|g| self.enabled(*g))
+    }
+}
+
 fn class_cfg(slo: &NodeSLOSpec, group: ResctrlGroup) -> Option<&ResctrlQosCfg> {
     let s = slo.resource_qos_strategy.as_ref()?;
     let class: Option<&ResourceQos> = match group {
@@ -272,12 +314,8 @@ pub fn decide(slo: &NodeSLOSpec, facts: &ResctrlFacts, pods: &[PodMeta]) -> Resc
         pods: Vec::new(),
         writes: Vec::new(),
     };
-    let mut enabled = BTreeSet::new();
     for group in ResctrlGroup::ALL {
         let config = ClassResctrl::resolve(group, class_cfg(slo, group));
-        if config.enable {
-            enabled.insert(group);
-        }
         let mut g = GroupPlan {
             group,
             config,
@@ -324,11 +362,12 @@ pub fn decide(slo: &NodeSLOSpec, facts: &ResctrlFacts, pods: &[PodMeta]) -> Resc
         }
         plan.groups.push(g);
     }
+    let classes = ResctrlClasses::from_slo(slo);
     plan.pods = pods
         .iter()
         .filter(|p| p.is_running())
         .filter_map(|p| {
-            let group = group_of(p.qos).filter(|g| enabled.contains(g))?;
+            let group = classes.pod_group(p.qos)?;
             Some(PodGroup {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),

@@ -223,3 +223,74 @@ fn resctrl_tasks_to_move_skips_present_and_duplicates() {
     assert_eq!(tasks_to_move(&in_group, [2, 3, 4, 3, 1, 5]), [3, 4, 5]);
     assert!(tasks_to_move(&in_group, [1, 2]).is_empty());
 }
+
+#[test]
+fn resctrl_classes_follow_each_class_enable() {
+    assert_eq!(
+        ResctrlClasses::from_slo(&NodeSLOSpec::default()),
+        ResctrlClasses::default()
+    );
+    let s = slo(serde_json::json!({
+        "lsClass": {"resctrlQOS": {"enable": true}},
+        "beClass": {"resctrlQOS": {"enable": false, "catRangeEndPercent": 20}},
+        "lsrClass": {"resctrlQOS": {"catRangeEndPercent": 80}}
+    }));
+    let classes = ResctrlClasses::from_slo(&s);
+    assert_eq!(
+        classes,
+        ResctrlClasses {
+            lsr: false,
+            ls: true,
+            be: false
+        }
+    );
+    assert_eq!(classes.pod_group(QoSClass::Ls), Some(ResctrlGroup::Ls));
+    for qos in [
+        QoSClass::Be,
+        QoSClass::Lsr,
+        QoSClass::Lse,
+        QoSClass::System,
+        QoSClass::None,
+    ] {
+        assert_eq!(classes.pod_group(qos), None, "{qos:?}");
+    }
+    let all = ResctrlClasses {
+        lsr: true,
+        ls: true,
+        be: true,
+    };
+    assert_eq!(all.pod_group(QoSClass::Lse), Some(ResctrlGroup::Lsr));
+    assert_eq!(all.pod_group(QoSClass::Be), Some(ResctrlGroup::Be));
+    assert_eq!(
+        all.pod_group(QoSClass::System),
+        None,
+        "SYSTEM pods stay where they are"
+    );
+}
+
+/// The round moves each running pod exactly where `ResctrlClasses::pod_group` says (the group
+/// the runtime hook names at container creation), for every combination of enabled classes.
+#[test]
+fn resctrl_round_moves_pods_where_pod_group_says() {
+    let f = facts("    L3:0=7ff;1=7ff\n", CpuVendor::Intel);
+    let pods: Vec<_> = ["LSE", "LSR", "LS", "BE", "SYSTEM", ""]
+        .iter()
+        .map(|q| pod(&format!("uid-{q}"), q, "Running"))
+        .collect();
+    for mask in 0..8u8 {
+        let enable = |bit: u8| serde_json::json!({"resctrlQOS": {"enable": mask & bit != 0}});
+        let s = slo(serde_json::json!({"lsrClass": enable(1), "lsClass": enable(2), "beClass": enable(4)}));
+        let classes = ResctrlClasses::from_slo(&s);
+        let plan = decide(&s, &f, &pods);
+        let moved: Vec<_> = plan.pods.iter().map(|p| (p.uid.clone(), p.group)).collect();
+        let want: Vec<_> = pods
+            .iter()
+            .filter_map(|p| Some((p.uid.as_str().to_owned(), classes.pod_group(p.qos)?)))
+            .collect();
+        assert_eq!(moved, want, "mask {mask:03b}");
+        assert_eq!(
+            plan.groups.iter().filter(|g| g.config.enable).count(),
+            mask.count_ones() as usize
+        );
+    }
+}
