@@ -374,6 +374,12 @@ fn spawn_nri(
         info!("NRI runtime hooks disabled by flag");
         return;
     };
+    if settings.dry_run {
+        // An adjustment the runtime applies is a write: --dry-run writes nothing, so the
+        // plugin does not register and containers start as the kubelet asked.
+        info!("NRI runtime hooks off in --dry-run (a runtime adjustment is a write)");
+        return;
+    }
     let gates = settings.gates.clone();
     let decide_settings = move |snapshot: &Snapshot| HookSettings {
         batch_resource: gates.enabled("BatchResource"),
