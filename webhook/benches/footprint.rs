@@ -161,11 +161,6 @@ async fn load(client: &Client, nodes: usize, namespaces: usize) {
         .unwrap();
 }
 
-fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
-}
-
 struct Webhook {
     child: Child,
     pid: u32,
@@ -177,7 +172,7 @@ impl Webhook {
     /// Starts koord-webhook, inside `tree`'s cgroup `rel` when there is a tree.
     fn start(kubeconfig: &Path, tree: Option<&CgroupV1Tree>, rel: &str) -> Webhook {
         let program = Path::new(env!("CARGO_BIN_EXE_koord-webhook"));
-        let health = free_port();
+        let health = koord_test_support::free_loopback_addr().unwrap();
         let (mut command, cgroup) = match tree {
             Some(tree) => {
                 tree.mkdir(rel).unwrap();
