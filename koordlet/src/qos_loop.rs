@@ -408,6 +408,8 @@ impl QosLoop {
                     .collect()
             })
             .unwrap_or_default();
+        let burst_pods = plan.strategies.cpu_burst.ran().map_or(&[][..], |b| &b.pods[..]);
+        self.telemetry.upstream.record_cpu_burst(burst_pods);
         if let Some(burst) = plan.strategies.cpu_burst.ran() {
             for pod in &burst.pods {
                 let key = format!("{}/{}", pod.namespace, pod.name);

@@ -12,13 +12,18 @@
 //! | `koordlet_be_suppress_be_used_cpu_cores{node}` | BE usage of its last tick |
 //! | `koordlet_pod_eviction{node,reason}` | evictions carried out, by the strategy's reason |
 //! | `koordlet_node_predicted_resource_reclaimable{node,predictor,resource,unit}` | the peak predictor's prod-reclaimable result per predictor (`podReclaimablePredictor`, `priorityReclaimablePredictor`, `minPredictor`); cpu in `core`, memory in `byte`; absent while no prediction is made |
+//! | `koordlet_container_scaled_cfs_burst_us{node,pod_namespace,pod_name,container_id,container_name}` | the `cpu.cfs_burst_us` the last QoS round decided for a container of a pod whose burst policy sets the kernel burst (`cpuBurstOnly`, `auto`) |
+//! | `koordlet_container_scaled_cfs_quota_us{...same}` | the `cpu.cfs_quota_us` the last QoS round decided for a container with a CPU limit of a pod whose policy scales the quota (`cfsQuotaBurstOnly`, `auto`) |
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::Node;
 use koord_api::names;
 use koord_runtime::UnsuffixedCounter;
+use koordlet_core::strategies::cpu_burst::PodBurst;
 use koordlet_core::strategies::fast_suppress::FastUsage;
 use koordlet_core::strategies::settle::SuppressMode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -64,6 +69,27 @@ pub struct PredictorLabels {
     pub unit: String,
 }
 
+/// The container of `koordlet_container_scaled_cfs_*` (upstream's label names).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ContainerLabels {
+    /// The pod's namespace.
+    pub pod_namespace: String,
+    /// The pod's name.
+    pub pod_name: String,
+    /// The container's ID as the pod status carries it (`containerd://...`).
+    pub container_id: String,
+    /// The container's name.
+    pub container_name: String,
+}
+
+/// The containers that have a series of each scaled-CFS family, so that a container the last
+/// round did not decide for loses its series (upstream keeps the series of deleted pods).
+#[derive(Debug, Default)]
+struct ScaledKeys {
+    burst: BTreeSet<ContainerLabels>,
+    quota: BTreeSet<ContainerLabels>,
+}
+
 /// Upstream-named series; cheap to clone (shared handles).
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamMetrics {
@@ -76,6 +102,9 @@ pub struct UpstreamMetrics {
     suppress_be_used: FloatGauge,
     evictions: Family<ReasonLabels, UnsuffixedCounter>,
     predicted_reclaimable: Family<PredictorLabels, FloatGauge>,
+    scaled_burst: Family<ContainerLabels, FloatGauge>,
+    scaled_quota: Family<ContainerLabels, FloatGauge>,
+    scaled_keys: Arc<Mutex<ScaledKeys>>,
 }
 
 impl UpstreamMetrics {
@@ -129,7 +158,62 @@ impl UpstreamMetrics {
             "Prod-reclaimable resources predicted by the peak predictor, by predictor (cpu in cores, memory in bytes)",
             m.predicted_reclaimable.clone(),
         );
+        r.register(
+            "container_scaled_cfs_burst_us",
+            "cpu.cfs_burst_us the last QoS round decided for the container (burst policies cpuBurstOnly, auto), microseconds",
+            m.scaled_burst.clone(),
+        );
+        r.register(
+            "container_scaled_cfs_quota_us",
+            "cpu.cfs_quota_us the last QoS round decided for the container (burst policies cfsQuotaBurstOnly, auto), microseconds",
+            m.scaled_quota.clone(),
+        );
         m
+    }
+
+    /// Records the burst and quota a QoS round decided for each container of the pods of
+    /// `pods` whose policy sets them; containers not among them lose their series.
+    pub fn record_cpu_burst(&self, pods: &[PodBurst]) {
+        let mut burst = BTreeSet::new();
+        let mut quota = BTreeSet::new();
+        for pod in pods {
+            for c in &pod.containers {
+                let labels = ContainerLabels {
+                    pod_namespace: pod.namespace.clone(),
+                    pod_name: pod.name.clone(),
+                    container_id: c.id.clone(),
+                    container_name: c.name.clone(),
+                };
+                if pod.config.quota_burst()
+                    && let Some(q) = c.quota_us.filter(|q| *q > 0)
+                {
+                    self.scaled_quota.get_or_create(&labels).set(q as f64);
+                    quota.insert(labels.clone());
+                }
+                if pod.config.kernel_burst() {
+                    self.scaled_burst.get_or_create(&labels).set(c.burst_us as f64);
+                    burst.insert(labels);
+                }
+            }
+        }
+        let mut keys = self.scaled_keys.lock().unwrap_or_else(PoisonError::into_inner);
+        for gone in keys.burst.difference(&burst) {
+            self.scaled_burst.remove(gone);
+        }
+        for gone in keys.quota.difference(&quota) {
+            self.scaled_quota.remove(gone);
+        }
+        *keys = ScaledKeys { burst, quota };
+    }
+
+    /// The scaled burst (`quota: false`) or quota series of a container now.
+    pub fn scaled_cfs(&self, labels: &ContainerLabels, quota: bool) -> Option<f64> {
+        let family = if quota {
+            &self.scaled_quota
+        } else {
+            &self.scaled_burst
+        };
+        family.get(labels).map(|g| g.get())
     }
 
     /// Records a prediction: each predictor's result, CPU in whole milli-cores as cores,
@@ -366,6 +450,68 @@ mod tests {
         );
         m.clear_predicted_reclaimable();
         assert_eq!(m.predicted_reclaimable("minPredictor", "cpu"), None);
+    }
+
+    #[test]
+    fn scaled_cfs_series_follow_the_policy_and_leave_with_the_container() {
+        use koord_api::nodeslo::CpuBurstPolicy;
+        use koordlet_core::strategies::cpu_burst::{BurstParams, ContainerBurst, QuotaOp};
+        let mut registry = Registry::with_prefix("koordlet");
+        let m = UpstreamMetrics::register(&mut registry, "n");
+        let pod = |name: &str, policy: CpuBurstPolicy| PodBurst {
+            namespace: "default".into(),
+            name: name.into(),
+            source: "node".into(),
+            config: BurstParams {
+                policy,
+                cpu_burst_percent: 1000,
+                cfs_quota_burst_percent: 300,
+                cfs_quota_burst_period_seconds: -1,
+            },
+            pod_burst_us: 200_000,
+            containers: vec![ContainerBurst {
+                id: format!("containerd://{name}"),
+                name: "main".into(),
+                burst_us: 100_000,
+                quota_op: Some(QuotaOp::ScaleUp),
+                quota_us: Some(120_000),
+            }],
+        };
+        let labels = |name: &str| ContainerLabels {
+            pod_namespace: "default".into(),
+            pod_name: name.into(),
+            container_id: format!("containerd://{name}"),
+            container_name: "main".into(),
+        };
+        m.record_cpu_burst(&[
+            pod("auto", CpuBurstPolicy::Auto),
+            pod("kernel", CpuBurstPolicy::CpuBurstOnly),
+            pod("quota", CpuBurstPolicy::CfsQuotaBurstOnly),
+            pod("none", CpuBurstPolicy::None),
+        ]);
+        let scraped = text(&registry);
+        for line in [
+            r#"koordlet_container_scaled_cfs_burst_us{node="n",pod_namespace="default",pod_name="auto",container_id="containerd://auto",container_name="main"} 100000.0"#,
+            r#"koordlet_container_scaled_cfs_quota_us{node="n",pod_namespace="default",pod_name="auto",container_id="containerd://auto",container_name="main"} 120000.0"#,
+        ] {
+            assert!(scraped.contains(line), "missing {line} in\n{scraped}");
+        }
+        assert_eq!(m.scaled_cfs(&labels("kernel"), false), Some(100_000.0));
+        assert_eq!(m.scaled_cfs(&labels("kernel"), true), None);
+        assert_eq!(m.scaled_cfs(&labels("quota"), false), None);
+        assert_eq!(m.scaled_cfs(&labels("quota"), true), Some(120_000.0));
+        assert_eq!(m.scaled_cfs(&labels("none"), false), None);
+        assert_eq!(m.scaled_cfs(&labels("none"), true), None);
+        // The next round no longer sees `kernel` (deleted) and `auto` lost its quota.
+        let mut auto = pod("auto", CpuBurstPolicy::Auto);
+        auto.containers[0].quota_us = None;
+        m.record_cpu_burst(&[auto, pod("quota", CpuBurstPolicy::CfsQuotaBurstOnly)]);
+        assert_eq!(m.scaled_cfs(&labels("kernel"), false), None);
+        assert_eq!(m.scaled_cfs(&labels("auto"), false), Some(100_000.0));
+        assert_eq!(m.scaled_cfs(&labels("auto"), true), None);
+        assert_eq!(m.scaled_cfs(&labels("quota"), true), Some(120_000.0));
+        m.record_cpu_burst(&[]);
+        assert!(!text(&registry).contains("scaled_cfs"));
     }
 
     #[test]

@@ -125,6 +125,7 @@ fn decision_time_by_pod_count() {
                 containers: (0..3)
                     .map(|c| BurstContainer {
                         id: format!("p{i}c{c}"),
+                        name: format!("c{c}"),
                         cgroup: CgroupDir::new(format!("kubepods/burstable/pod{i}/c{c}")).unwrap(),
                         cpu_limit_milli: Some(2000),
                         cfs_quota_us: Some(200_000),

@@ -65,6 +65,7 @@ pub fn throttled_ls_pod(
         config_source: "node".into(),
         containers: vec![BurstContainer {
             id: "c1".into(),
+            name: "main".into(),
             cgroup: container.dir,
             cpu_limit_milli: Some(limit_milli),
             cfs_quota_us: container.quota_us,

@@ -74,11 +74,13 @@ impl BurstParams {
         (Self::from_config(&d.config), source_label(&d.source))
     }
 
-    fn kernel_burst(&self) -> bool {
+    /// Whether the policy sets the kernel's CFS burst (`cpuBurstOnly`, `auto`).
+    pub fn kernel_burst(&self) -> bool {
         matches!(self.policy, CpuBurstPolicy::CpuBurstOnly | CpuBurstPolicy::Auto)
     }
 
-    fn quota_burst(&self) -> bool {
+    /// Whether the policy scales the CFS quota (`cfsQuotaBurstOnly`, `auto`).
+    pub fn quota_burst(&self) -> bool {
         matches!(
             self.policy,
             CpuBurstPolicy::CfsQuotaBurstOnly | CpuBurstPolicy::Auto
@@ -107,6 +109,8 @@ pub fn source_label(source: &BurstSource) -> String {
 pub struct BurstContainer {
     /// Container ID (keys the limiter state).
     pub id: String,
+    /// Container name in the pod spec.
+    pub name: String,
     /// cgroup directory relative to the controller root.
     pub cgroup: CgroupDir,
     /// CPU limit in milli-cores; containers without one get neither burst nor scaling.
@@ -201,6 +205,8 @@ pub enum QuotaOp {
 pub struct ContainerBurst {
     /// Container ID.
     pub id: String,
+    /// Container name in the pod spec.
+    pub name: String,
     /// Burst after clamping to the quota, µs.
     pub burst_us: i64,
     /// Quota operation, when the container has a limit and a quota.
@@ -411,6 +417,7 @@ fn decide_pod(
         });
         containers.push(ContainerBurst {
             id: c.id.clone(),
+            name: c.name.clone(),
             burst_us: burst,
             quota_op: op,
             quota_us: quota_after,

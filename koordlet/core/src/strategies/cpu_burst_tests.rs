@@ -16,6 +16,7 @@ fn params(policy: CpuBurstPolicy, burst_pct: i64, quota_pct: i64, period: i64) -
 fn container(limit: i64, quota: i64, burst: i64, throttled: f64) -> BurstContainer {
     BurstContainer {
         id: "containerd://c1".into(),
+        name: "main".into(),
         cgroup: CgroupDir::new("kubepods/burstable/poda/c1").unwrap(),
         cpu_limit_milli: Some(limit),
         cfs_quota_us: Some(quota),

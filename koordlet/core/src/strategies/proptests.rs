@@ -265,6 +265,7 @@ proptest! {
             .enumerate()
             .map(|(i, (limit, quota, burst, thr, usage))| BurstContainer {
                 id: format!("c{i}"),
+                name: format!("c{i}"),
                 cgroup: CgroupDir::new(format!("pod/c{i}")).unwrap(),
                 cpu_limit_milli: *limit,
                 cfs_quota_us: Some(quota.unwrap_or(-1)),

@@ -383,6 +383,7 @@ pub(super) fn burst_pods(input: &EngineInput<'_>, strategy: &CpuBurstStrategy) -
                         .and_then(|s| container_amounts(s).ok())
                         .and_then(|a| a.limits.get("cpu").copied());
                     Some(BurstContainer {
+                        name: c.name.clone(),
                         cpu_limit_milli,
                         cfs_quota_us: input.cgroups.int(&key, FILE_CFS_QUOTA),
                         cfs_burst_us: input.cgroups.int(&key, FILE_CFS_BURST),
