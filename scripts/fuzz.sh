@@ -5,6 +5,9 @@
 #   scripts/fuzz.sh list                      # target names
 #   scripts/fuzz.sh build                     # instrumented release build of the driver
 #   scripts/fuzz.sh run <target|all> <secs>   # fuzz each target <secs> seconds (long runs)
+#   scripts/fuzz.sh execs <target|all> <n>    # fuzz each target until it has run <n> inputs
+#   (<target> may be a comma-separated list: `execs plan,calc 1000000`; two such runs with
+#   disjoint lists use two cores)
 #   scripts/fuzz.sh ci                        # every target KOORD_FUZZ_CI_SECONDS (default 12) s
 #
 # Output per target goes to target/fuzz/out/<target> (resumed by the next run); each run prints
@@ -44,12 +47,15 @@ build() {
 
 stat_of() { sed -n "s/^$2 *: *//p" "$1/default/fuzzer_stats" 2>/dev/null | head -n1; }
 
+# fuzz_one <target> <-V seconds | -E execs>
 fuzz_one() {
-    local target=$1 secs=$2 out="$out_root/out/$1"
+    local target=$1 out="$out_root/out/$1"
+    shift
     mkdir -p "$out"
+    local start=$SECONDS
     AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_AUTORESUME=1 AFL_NO_AFFINITY=1 \
         AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_FAST_CAL=1 AFL_QUIET=1 \
-        cargo afl fuzz -V "$secs" -t 2000 -m 1024 -i "fuzz/corpus/$target" -o "$out" \
+        cargo afl fuzz "$@" -t 2000 -m 1024 -i "fuzz/corpus/$target" -o "$out" \
         -- "$driver" "$target" >"$out/afl.log" 2>&1 || {
         echo "$target: afl-fuzz failed; last lines of $out/afl.log:"
         tail -n 20 "$out/afl.log"
@@ -58,8 +64,8 @@ fuzz_one() {
     local crashes hangs
     crashes=$(stat_of "$out" saved_crashes)
     hangs=$(stat_of "$out" saved_hangs)
-    printf '%-13s execs=%s execs/s=%s corpus=%s edges=%s coverage=%s crashes=%s hangs=%s\n' "$target" \
-        "$(stat_of "$out" execs_done)" "$(stat_of "$out" execs_per_sec)" "$(stat_of "$out" corpus_count)" \
+    printf '%-13s seconds=%s execs=%s execs/s=%s corpus=%s edges=%s coverage=%s crashes=%s hangs=%s\n' "$target" \
+        "$((SECONDS - start))" "$(stat_of "$out" execs_done)" "$(stat_of "$out" execs_per_sec)" "$(stat_of "$out" corpus_count)" \
         "$(stat_of "$out" edges_found)" "$(stat_of "$out" bitmap_cvg)" "$crashes" "$hangs"
     if [[ "${crashes:-0}" != 0 || "${hangs:-0}" != 0 ]]; then
         mkdir -p "$out_root/findings/$target"
@@ -69,12 +75,14 @@ fuzz_one() {
     fi
 }
 
+# run <target[,target...]|all> <afl-fuzz stop option: -V seconds | -E execs>
 run() {
-    local which=$1 secs=$2 failed=0 start=$SECONDS
+    local which=$1 failed=0 start=$SECONDS
+    shift
     local list=("${TARGETS[@]}")
-    [[ $which == all ]] || list=("$which")
+    [[ $which == all ]] || IFS=, read -ra list <<<"$which"
     for t in "${list[@]}"; do
-        fuzz_one "$t" "$secs" || failed=1
+        fuzz_one "$t" "$@" || failed=1
     done
     echo "fuzzing: $((SECONDS - start)) s"
     return $failed
@@ -85,7 +93,10 @@ case "${1:-}" in
     build) install; build ;;
     run)
         [[ $# == 3 ]] || { echo "usage: $0 run <target|all> <seconds>" >&2; exit 2; }
-        install; build; run "$2" "$3" ;;
-    ci) install; build; run all "${KOORD_FUZZ_CI_SECONDS:-12}" ;;
+        install; build; run "$2" -V "$3" ;;
+    execs)
+        [[ $# == 3 ]] || { echo "usage: $0 execs <target|all> <executions>" >&2; exit 2; }
+        install; build; run "$2" -E "$3" ;;
+    ci) install; build; run all -V "${KOORD_FUZZ_CI_SECONDS:-12}" ;;
     *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac
