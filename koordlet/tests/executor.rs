@@ -49,12 +49,16 @@ fn skips_equal_values_trusts_the_cache_then_refreshes() {
     let r = exec.apply(vec![write(&dir, R::CpuCfsQuota, 50_000)], t0);
     assert_eq!(r.changes.len(), 1);
     assert_eq!(host.read("cpu", dir.as_path(), "cpu.cfs_quota_us"), "50000");
+    // The write reached the kernel: it is timed.
+    assert_eq!(r.timings.len(), 1);
+    assert!(r.timings[0].ok && r.timings[0].resource == R::CpuCfsQuota);
 
     let r = exec.apply(
         vec![write(&dir, R::CpuCfsQuota, 50_000)],
         t0 + Duration::from_secs(1),
     );
     assert_eq!((r.changes.len(), r.skipped_cached), (0, 1));
+    assert!(r.timings.is_empty());
 
     // Someone else changes the file: within the refresh period the cache is trusted ...
     std::fs::write(host.file("cpu", dir.as_path(), "cpu.cfs_quota_us"), "-1").unwrap();
@@ -193,6 +197,7 @@ fn dry_run_logs_and_writes_nothing() {
     let logs = LogCapture::default();
     let r = logs.run(|| exec.apply(vec![write(&dir, R::CpuCfsQuota, 50_000)], Instant::now()));
     assert_eq!(r.changes.len(), 1);
+    assert!(r.timings.is_empty(), "nothing written, nothing timed");
     assert_eq!(host.read("", dir.as_path(), "cpu.max"), "max 100000");
     let text = logs.text();
     assert!(text.contains("dry_run=true"), "{text}");
@@ -259,6 +264,8 @@ fn failures_are_reported_per_write_and_do_not_stop_the_round() {
     assert_eq!((r.skipped_missing, r.skipped_unsupported), (1, 1));
     assert_eq!(r.changes.len(), 1);
     assert_eq!(host.read("cpu", dir.as_path(), "cpu.shares"), "512");
+    // Only the write that reached the kernel is timed (the others stopped before).
+    assert_eq!(r.timings.len(), 1);
 }
 
 #[test]

@@ -75,6 +75,17 @@ pub struct WriteFailure {
     pub error: SystemError,
 }
 
+/// How long one cgroup file write took in the kernel (dry-run writes are not timed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteTiming {
+    /// The resource written.
+    pub resource: CgroupResource,
+    /// True when the kernel accepted the write.
+    pub ok: bool,
+    /// Time spent in the write.
+    pub elapsed: Duration,
+}
+
 /// What one [`Executor::apply`] did.
 #[derive(Debug, Default)]
 pub struct ApplyReport {
@@ -90,6 +101,8 @@ pub struct ApplyReport {
     pub skipped_missing: usize,
     /// Writes that failed (invalid value, I/O error, kernel refusal).
     pub errors: Vec<WriteFailure>,
+    /// Every write that reached the kernel, in order, with its duration.
+    pub timings: Vec<WriteTiming>,
 }
 
 struct CacheEntry {
@@ -277,7 +290,14 @@ impl Executor {
         if self.config.dry_run {
             tracing::info!(target: "koordlet::audit", cgroup = %write.cgroup, file, change, strategy = %write.strategy, dry_run = true, "cgroup write (dry-run, not written)");
         } else {
-            if let Err(e) = self.cgroups.apply(&prepared) {
+            let started = Instant::now();
+            let applied = self.cgroups.apply(&prepared);
+            report.timings.push(WriteTiming {
+                resource: write.resource,
+                ok: applied.is_ok(),
+                elapsed: started.elapsed(),
+            });
+            if let Err(e) = applied {
                 return Self::record_error(report, write, e);
             }
             tracing::info!(target: "koordlet::audit", cgroup = %write.cgroup, file, change, strategy = %write.strategy, "cgroup write");
