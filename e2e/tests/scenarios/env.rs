@@ -136,7 +136,13 @@ impl Env {
             manager: wanted.manager,
             webhook: true,
             koordlet: true,
-            koordlet_args: vec!["--feature-gates=BEMemoryEvict=true".into()],
+            // Peak prediction without its 24 h cold start, trained every 5 s, as the real
+            // cluster's install sets it: mid resources from the prediction within a scenario.
+            koordlet_args: vec![
+                "--feature-gates=BEMemoryEvict=true".into(),
+                "--prediction-cold-start-duration=0s".into(),
+                "--prediction-training-interval=5s".into(),
+            ],
             ..Selection::none()
         };
         let components = Components::start(&cluster, nodes.nodes(), selection)
