@@ -36,6 +36,15 @@ pub struct NodeLabels {
     pub node: String,
 }
 
+/// Labels of a NUMA zone of a node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ZoneLabels {
+    /// Node name.
+    pub node: String,
+    /// Zone name as the NodeResourceTopology has it (`node-0`).
+    pub zone: String,
+}
+
 /// Labels of upstream's `slo_controller_node_extended_resource_allocatable_internal`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ExtendedResourceLabels {
@@ -104,6 +113,10 @@ pub struct Metrics {
     pub batch_writes: Counter,
     /// NodeResourceTopology writes of the NUMA zones' batch resources.
     pub zone_batch_writes: Counter,
+    /// batch-cpu a NUMA zone's entries last said after our write, cores, per node and zone.
+    pub zone_batch_cpu_allocatable: Family<ZoneLabels, FloatGauge>,
+    /// batch-memory a NUMA zone's entries last said after our write, bytes, per node and zone.
+    pub zone_batch_memory_allocatable: Family<ZoneLabels, FloatGauge>,
     /// Pods held in the noderesource pod index (shows when the initial list is in).
     pub pods_indexed: Gauge,
     /// Applies that met fields another field manager had changed (then taken back by a
@@ -145,6 +158,8 @@ impl Metrics {
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
             zone_batch_writes: Counter::default(),
+            zone_batch_cpu_allocatable: Family::default(),
+            zone_batch_memory_allocatable: Family::default(),
             pods_indexed: Gauge::default(),
             apply_conflicts: Family::default(),
             cpu_normalization_ratio: Family::default(),
@@ -214,6 +229,16 @@ impl Metrics {
             "zone_batch_writes",
             "NodeResourceTopology writes of the NUMA zones' batch resources",
             metrics.zone_batch_writes.clone(),
+        );
+        registry.register(
+            "zone_batch_cpu_allocatable_cores",
+            "batch-cpu of the NUMA zone in the node's NodeResourceTopology after our last write, in cores",
+            metrics.zone_batch_cpu_allocatable.clone(),
+        );
+        registry.register(
+            "zone_batch_memory_allocatable_bytes",
+            "batch-memory of the NUMA zone in the node's NodeResourceTopology after our last write, in bytes",
+            metrics.zone_batch_memory_allocatable.clone(),
         );
         registry.register(
             "pods_indexed",
@@ -324,6 +349,27 @@ impl Metrics {
             .set(memory_bytes as f64);
     }
 
+    /// Records what each NUMA zone's batch entries of `node` say now (after a write, or found
+    /// already so): CPU from milli-cores to cores, memory in bytes.
+    pub fn zone_batch_published(
+        &self,
+        node: &str,
+        targets: &std::collections::BTreeMap<String, crate::batch::Amounts>,
+    ) {
+        for (zone, amounts) in targets {
+            let labels = ZoneLabels {
+                node: node.to_owned(),
+                zone: zone.clone(),
+            };
+            self.zone_batch_cpu_allocatable
+                .get_or_create(&labels)
+                .set(amounts.cpu as f64 / 1000.0);
+            self.zone_batch_memory_allocatable
+                .get_or_create(&labels)
+                .set(amounts.memory as f64);
+        }
+    }
+
     /// Counts an apply to `resource` that met a field manager conflict.
     pub fn apply_conflict(&self, resource: &str) {
         self.apply_conflicts
@@ -366,5 +412,35 @@ impl Drop for ReconcileTimer<'_> {
             .reconcile_duration
             .get_or_create(&self.labels)
             .observe(elapsed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn zone_batch_gauges_are_in_cores_and_bytes_per_zone() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let targets = std::collections::BTreeMap::from([
+            (
+                "node-0".to_owned(),
+                crate::batch::Amounts::new(19_000, 23_000_000_000),
+            ),
+            ("node-1".to_owned(), crate::batch::Amounts::new(2_500, 0)),
+        ]);
+        metrics.zone_batch_published("n1", &targets);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"koord_manager_zone_batch_cpu_allocatable_cores{node="n1",zone="node-0"} 19.0"#,
+            r#"koord_manager_zone_batch_memory_allocatable_bytes{node="n1",zone="node-0"} 23000000000.0"#,
+            r#"koord_manager_zone_batch_cpu_allocatable_cores{node="n1",zone="node-1"} 2.5"#,
+            r#"koord_manager_zone_batch_memory_allocatable_bytes{node="n1",zone="node-1"} 0.0"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
     }
 }

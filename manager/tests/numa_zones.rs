@@ -146,6 +146,28 @@ async fn zone_batch_entries_are_written_once_and_other_writers_entries_survive()
             .all(|(zone, name, value)| batch_value(&zones, zone, name) == Some(canonical(&value.to_string())))
     })
     .await;
+    // The write is explained on the Node, zone by zone.
+    eventually(
+        "a NUMAZoneBatchResourceUpdated Event on the Node",
+        PATIENCE,
+        || async {
+            let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("NUMAZoneBatchResourceUpdated")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("n1")
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains("node-0") && n.contains("node-1"))
+                })
+        },
+    )
+    .await;
 
     // Everything else is as the other writers left it; entries stay sorted by name.
     let nrt = Api::<NodeResourceTopology>::all(client.clone())

@@ -20,7 +20,7 @@ use kube::{
 use super::{
     Context, Error, FIELD_MANAGER, STATUS_FIELD_MANAGER, apply, name_of,
     node_owned::{self, PairUpdate},
-    nrt_zones,
+    nrt_zones::{self, ZoneWrite},
 };
 use crate::{
     batch::{self, BatchOutcome, BatchStatus, TopologyZones, UpdateDecision, ZoneOutcome},
@@ -140,7 +140,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
         UpdateDecision::Unchanged | UpdateDecision::Postpone => None,
     };
     if batch_reason.is_none() && mid_reason.is_none() {
-        sync_zones(ctx, &name, topology.as_ref(), &zones, &strategy, now).await?;
+        sync_zones(ctx, &node, &name, topology.as_ref(), &zones, &strategy, now).await?;
         return Ok(Action::requeue(ctx.resync));
     }
 
@@ -200,7 +200,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
             .insert(name.clone(), now);
         explain_mid(ctx, &node, &name, &mid, reason).await;
     }
-    sync_zones(ctx, &name, topology.as_ref(), &zones, &strategy, now).await?;
+    sync_zones(ctx, &node, &name, topology.as_ref(), &zones, &strategy, now).await?;
     Ok(Action::requeue(ctx.resync))
 }
 
@@ -208,6 +208,7 @@ async fn reconcile_node(node: Arc<Node>, ctx: &Arc<Context>) -> Result<Action, E
 /// rule, per entry). Disabled, degraded, or without zones: the object is left as it is.
 async fn sync_zones(
     ctx: &Context,
+    node: &Node,
     name: &str,
     topology: Option<&TopologyZones>,
     plan: &ZonePlan,
@@ -230,12 +231,15 @@ async fn sync_zones(
     };
     let written = nrt_zones::write(&ctx.client, name, &plan.targets).await;
     match &written {
-        Ok(true) => ctx.metrics.zone_write_finished(true),
+        Ok(ZoneWrite::Written) => ctx.metrics.zone_write_finished(true),
         // The object already said so (our own write not yet seen by the watch), or is gone.
-        Ok(false) => {}
+        Ok(ZoneWrite::AlreadyInPlace | ZoneWrite::NoZones) => {}
         Err(_) => ctx.metrics.zone_write_finished(false),
     }
     let written = written?;
+    if written != ZoneWrite::NoZones {
+        ctx.metrics.zone_batch_published(name, &plan.targets);
+    }
     ctx.last_zone_write
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -246,8 +250,18 @@ async fn sync_zones(
         .collect();
     note.extend(notes.iter().cloned());
     note.extend(plan.skipped.iter().map(|skipped| format!("{skipped}: left out")));
-    if written {
-        tracing::info!(node = name, reason = ?reason, "NUMAZoneBatchResourceUpdated: {}", note.join("; "));
+    if written == ZoneWrite::Written {
+        let note = note.join("; ");
+        tracing::info!(node = name, reason = ?reason, "NUMAZoneBatchResourceUpdated: {note}");
+        node_event(
+            ctx,
+            node,
+            name,
+            "NUMAZoneBatchResourceUpdated",
+            note,
+            "UpdateNodeResourceTopology",
+        )
+        .await;
     } else {
         tracing::debug!(
             node = name,

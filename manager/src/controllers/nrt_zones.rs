@@ -22,9 +22,23 @@ use crate::batch::{self, Amounts};
 /// Reads and updates before giving up on a node whose object keeps changing under us.
 const ATTEMPTS: usize = 5;
 
+/// What [`write`] found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZoneWrite {
+    /// The entries were written.
+    Written,
+    /// The object already said so: nothing written.
+    AlreadyInPlace,
+    /// The object is gone or has no zones: nothing written.
+    NoZones,
+}
+
 /// Sets each zone's batch entries to its target (zones without one: their batch entries to 0).
-/// Returns `false` when the object is gone, has no zones, or already says so (no write).
-pub async fn write(client: &Client, name: &str, targets: &BTreeMap<String, Amounts>) -> Result<bool, Error> {
+pub async fn write(
+    client: &Client,
+    name: &str,
+    targets: &BTreeMap<String, Amounts>,
+) -> Result<ZoneWrite, Error> {
     let resource = ApiResource::erase::<NodeResourceTopology>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let params = PostParams {
@@ -35,16 +49,16 @@ pub async fn write(client: &Client, name: &str, targets: &BTreeMap<String, Amoun
     loop {
         attempt += 1;
         let Some(mut object) = api.get_opt(name).await? else {
-            return Ok(false);
+            return Ok(ZoneWrite::NoZones);
         };
         let Some(zones) = object.data.get_mut("zones").and_then(Value::as_array_mut) else {
-            return Ok(false);
+            return Ok(ZoneWrite::NoZones);
         };
         if !batch::set_zone_entries(zones, targets) {
-            return Ok(false);
+            return Ok(ZoneWrite::AlreadyInPlace);
         }
         match api.replace(name, &params, &object).await {
-            Ok(_) => return Ok(true),
+            Ok(_) => return Ok(ZoneWrite::Written),
             Err(kube::Error::Api(status)) if status.code == 409 && attempt < ATTEMPTS => {
                 tracing::debug!(
                     node = name,

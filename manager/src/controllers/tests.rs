@@ -482,7 +482,7 @@ async fn zone_entries_are_written_with_the_resource_version_read_and_retried_on_
             {"name": "kubernetes.io/batch-memory", "capacity": "1000", "allocatable": "1000", "available": "1000"},
         ])
     );
-    assert!(task.await.unwrap().unwrap(), "written");
+    assert_eq!(task.await.unwrap().unwrap(), nrt_zones::ZoneWrite::Written);
 }
 
 #[tokio::test]
@@ -498,7 +498,7 @@ async fn zone_entries_already_in_place_are_not_written() {
         {"name": "kubernetes.io/batch-memory", "capacity": "1k", "allocatable": "1k", "available": "1k"},
     ]);
     expect(&mut handle, Method::GET, path, StatusCode::OK, current).await;
-    assert!(!task.await.unwrap().unwrap(), "nothing to write");
+    assert_eq!(task.await.unwrap().unwrap(), nrt_zones::ZoneWrite::AlreadyInPlace);
     let nothing = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await;
     assert!(nothing.is_err(), "no request expected");
     drop(ctx);
