@@ -187,22 +187,7 @@ async fn koord_mid_pod_runs_on_mid_resources_from_the_unallocated_share() {
         json!({"app": "mid"}),
         vec![env.container("main", Load::Idle, resources)],
     );
-    let created = wait_for(
-        "the webhook's koord-mid mutation",
-        Duration::from_secs(60),
-        async || {
-            let created = pods.create(&PostParams::default(), &pod).await.ok()?;
-            let res = created.spec.as_ref()?.containers[0].resources.clone()?;
-            if res.requests.as_ref()?.contains_key("kubernetes.io/mid-cpu") {
-                return Some(created);
-            }
-            // Created before the webhook saw the profile: delete and retry.
-            let _ = pods.delete("mid", &Default::default()).await;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            None
-        },
-    )
-    .await;
+    let created = create_mutated_to_mid(&pods, &pod).await;
     let spec = created.spec.clone().unwrap();
     let requests = spec.containers[0].resources.clone().unwrap().requests.unwrap();
     assert!(!requests.contains_key("cpu"), "{requests:?}");
@@ -217,6 +202,27 @@ async fn koord_mid_pod_runs_on_mid_resources_from_the_unallocated_share() {
         running.spec.unwrap().node_name.unwrap_or_default(),
         requests
     );
+}
+
+/// Creates `pod` until the webhook has mutated it to mid resources (a pod created before the
+/// webhook saw its namespace's profile is deleted and created again).
+async fn create_mutated_to_mid(pods: &Api<Pod>, pod: &Pod) -> Pod {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    wait_for(
+        "the webhook's koord-mid mutation",
+        Duration::from_secs(60),
+        async || {
+            let created = pods.create(&PostParams::default(), pod).await.ok()?;
+            let res = created.spec.as_ref()?.containers[0].resources.clone()?;
+            if res.requests.as_ref()?.contains_key("kubernetes.io/mid-cpu") {
+                return Some(created);
+            }
+            let _ = pods.delete(&name, &Default::default()).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            None
+        },
+    )
+    .await
 }
 
 /// A quantity's integer value: mid-cpu and batch-cpu are counted in milli-cores already.
@@ -317,21 +323,7 @@ async fn mid_resources_follow_koordlets_prod_reclaimable_prediction() {
         json!({"app": "mid"}),
         vec![env.container("main", Load::Idle, small)],
     );
-    let created = wait_for(
-        "the webhook's koord-mid mutation",
-        Duration::from_secs(60),
-        async || {
-            let created = mid_pods.create(&PostParams::default(), &mid_pod).await.ok()?;
-            let res = created.spec.as_ref()?.containers[0].resources.clone()?;
-            if res.requests.as_ref()?.contains_key("kubernetes.io/mid-cpu") {
-                return Some(created);
-            }
-            let _ = mid_pods.delete("mid", &Default::default()).await;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            None
-        },
-    )
-    .await;
+    let created = create_mutated_to_mid(&mid_pods, &mid_pod).await;
     assert!(created.spec.is_some());
     let running = env.wait_running(mid_ns.ns(), "mid").await;
     println!(
