@@ -178,7 +178,7 @@ async fn prepare_certificates(
             // Like upstream, start-up fails if the first sync does not finish in 20 s.
             let first = tokio::time::timeout(
                 FIRST_SYNC_LIMIT,
-                certs::sync_from_secret(client.clone(), &source, Timestamp::now()),
+                certs::sync_from_secret(client.clone(), &source, Timestamp::now(), None),
             )
             .await
             .map_err(|_| ServeError::CertSyncTimeout(FIRST_SYNC_LIMIT))??;

@@ -229,7 +229,9 @@ async fn replicas_converge_on_one_secret_and_renew_through_it() {
     let replicas: Vec<_> = (0..4)
         .map(|_| {
             let (client, names) = (client.clone(), names.clone());
-            tokio::spawn(async move { ensure_secret(client, NS, "race-certs", &names, now, &policy).await })
+            tokio::spawn(
+                async move { ensure_secret(client, NS, "race-certs", &names, now, &policy, None).await },
+            )
         })
         .collect();
     let mut bundles = Vec::new();
@@ -243,12 +245,12 @@ async fn replicas_converge_on_one_secret_and_renew_through_it() {
 
     // 300 days later the serving certificate is renewed in the Secret; the CA stays.
     let later = now + SignedDuration::from_hours(24 * 300);
-    let renewed = ensure_secret(client.clone(), NS, "race-certs", &names, later, &policy)
+    let renewed = ensure_secret(client.clone(), NS, "race-certs", &names, later, &policy, None)
         .await
         .unwrap();
     assert_eq!(renewed.ca_cert_pem, bundles[0].ca_cert_pem);
     assert_ne!(renewed.cert_pem, bundles[0].cert_pem);
-    let again = ensure_secret(client, NS, "race-certs", &names, later, &policy)
+    let again = ensure_secret(client, NS, "race-certs", &names, later, &policy, None)
         .await
         .unwrap();
     assert_eq!(again, renewed, "a second sync keeps what is stored");
@@ -319,48 +321,65 @@ async fn certificate_secret_deleted_while_two_replicas_serve() {
     let old_ca = ca_of(&secrets.get("koordinator-webhook-certs").await.unwrap());
     assert!(mutated(&client, "before").await);
 
-    secrets
-        .delete("koordinator-webhook-certs", &Default::default())
-        .await
-        .unwrap();
-    // Both replicas race to recreate it; one CA wins and both serve a certificate from it.
-    let new_ca = koord_test_support::wait_for("a recreated Secret", Duration::from_secs(20), async || {
-        let secret = secrets.get_opt("koordinator-webhook-certs").await.ok()??;
-        Some(ca_of(&secret))
-    })
-    .await;
-    assert_ne!(new_ca, old_ca, "a deleted Secret comes back with a new CA");
-    // The API server trusts only the new CA from here on.
     let configurations = Api::<MutatingWebhookConfiguration>::all(client.clone());
-    koord_test_support::eventually("the new CA injected", Duration::from_secs(20), async || {
-        let mutating = configurations
+    let injected = async || {
+        configurations
             .get("koordinator-mutating-webhook-configuration")
             .await
-            .unwrap();
-        mutating.webhooks.unwrap()[0]
+            .unwrap()
+            .webhooks
+            .unwrap()[0]
             .client_config
             .ca_bundle
             .as_ref()
             .unwrap()
             .0
-            == new_ca
-    })
-    .await;
+            .clone()
+    };
+    assert_eq!(injected().await, old_ca);
+
+    secrets
+        .delete("koordinator-webhook-certs", &Default::default())
+        .await
+        .unwrap();
+    // Both replicas race to restore it from the certificates they serve; admission through
+    // either replica works at every moment (a new CA would leave the API server trusting a CA
+    // no replica serves until the caBundle is injected again).
     let mut n = 0;
+    let mut restored = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while restored.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Secret did not come back"
+        );
+        for (addr, who) in [(first.addr, "first"), (second.addr, "second")] {
+            cluster.register_service(NS, SERVICE, addr);
+            n += 1;
+            assert!(
+                mutated(&client, &format!("during-{who}-{n}")).await,
+                "a pod admitted through the {who} replica while the Secret was gone was not mutated"
+            );
+        }
+        restored = secrets.get_opt("koordinator-webhook-certs").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        ca_of(&restored.unwrap()),
+        old_ca,
+        "the Secret comes back with the CA the replicas serve"
+    );
+    // Several syncs later: still that CA, in the Secret and in the configuration.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        ca_of(&secrets.get("koordinator-webhook-certs").await.unwrap()),
+        old_ca
+    );
+    assert_eq!(injected().await, old_ca);
     for (addr, who) in [(first.addr, "first"), (second.addr, "second")] {
         cluster.register_service(NS, SERVICE, addr);
-        koord_test_support::eventually(
-            &format!("the {who} replica serves the new CA"),
-            Duration::from_secs(20),
-            async || {
-                n += 1;
-                mutated(&client, &format!("after-{who}-{n}")).await
-            },
-        )
-        .await;
+        assert!(mutated(&client, &format!("after-{who}")).await);
     }
-    let still = ca_of(&secrets.get("koordinator-webhook-certs").await.unwrap());
-    assert_eq!(still, new_ca, "the replicas kept replacing each other's CA");
     for webhook in [first, second] {
         webhook.handle.shutdown();
         let _ = webhook.task.await;
@@ -385,7 +404,9 @@ async fn two_replicas_racing_on_rotation_agree_on_one_renewal() {
         validating_configuration: "koordinator-validating-webhook-configuration".into(),
     };
     let now = Timestamp::now();
-    let issued = sync_from_secret(client.clone(), &source, now).await.unwrap();
+    let issued = sync_from_secret(client.clone(), &source, now, None)
+        .await
+        .unwrap();
     // 300 days later both replicas sync at the same moment, several rounds in a row.
     let later = now + SignedDuration::from_hours(24 * 300);
     let mut results = Vec::new();
@@ -393,7 +414,7 @@ async fn two_replicas_racing_on_rotation_agree_on_one_renewal() {
         let round: Vec<_> = (0..2)
             .map(|_| {
                 let (client, source) = (client.clone(), source.clone());
-                tokio::spawn(async move { sync_from_secret(client, &source, later).await })
+                tokio::spawn(async move { sync_from_secret(client, &source, later, None).await })
             })
             .collect();
         for replica in round {

@@ -168,3 +168,112 @@ async fn koordlet_enforces_through_control_plane_outages_and_reports_after() {
     )
     .await;
 }
+
+/// The webhook's certificate Secret deleted while the webhook serves (the chart's `secret`
+/// mode): the webhook restores it from the certificates it serves, so the CA the API server
+/// trusts never changes and every pod created meanwhile is mutated (the pod webhooks'
+/// `failurePolicy: Ignore` would let a pod through unmutated on a TLS failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_certificate_secret_deleted_is_restored_and_admission_never_lapses() {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{DeleteParams, PostParams};
+
+    const SECRET: &str = "koordinator-webhook-certs";
+    let env = Env::start(Wanted::default()).await;
+    if !env.is_real() {
+        println!(
+            "skipped: the embedded cluster runs its webhook without the chart's Secret (koord-webhook's own cluster test `certificate_secret_deleted_while_two_replicas_serve` covers it there)"
+        );
+        return;
+    }
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), DEFAULT_CONFIG_NAMESPACE);
+    let Some(secret) = secrets.get_opt(SECRET).await.unwrap() else {
+        println!("skipped: no Secret {SECRET} (the release does not run the webhook in secret mode)");
+        return;
+    };
+    let ca_of = |s: &Secret| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get("ca-cert.pem"))
+            .map(|b| b.0.clone())
+    };
+    let old_ca = ca_of(&secret).expect("the Secret holds ca-cert.pem");
+    let configurations: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
+    let injected = async || {
+        configurations
+            .get("koordinator-mutating-webhook-configuration")
+            .await
+            .unwrap()
+            .webhooks
+            .unwrap_or_default()
+            .first()
+            .and_then(|w| w.client_config.ca_bundle.clone())
+            .map(|b| b.0)
+    };
+    assert_eq!(injected().await.as_ref(), Some(&old_ca));
+
+    let cleanup = colocation(&env).await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), cleanup.ns());
+    let resources =
+        json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}});
+    let pod = |name: &str| {
+        env.pod(
+            name,
+            json!({"app": "cert"}),
+            vec![env.container("main", Load::Idle, resources.clone())],
+        )
+    };
+    // The webhook has seen the profile.
+    common::create_until_mutated_to_be(&pods, &pod("cert-0")).await;
+
+    secrets.delete(SECRET, &DeleteParams::default()).await.unwrap();
+    let deleted = Instant::now();
+    // The chart syncs every 60 s: pods are created every 2 s until the Secret is back, and a
+    // few after.
+    let mut created = 0;
+    let mut unmutated = Vec::new();
+    let mut restored: Option<(Secret, Duration)> = None;
+    let mut after = 0;
+    while after < 5 {
+        assert!(
+            deleted.elapsed() < Duration::from_secs(180),
+            "the Secret was not restored within 180 s"
+        );
+        created += 1;
+        let name = format!("cert-{created}");
+        match pods.create(&PostParams::default(), &pod(&name)).await {
+            Ok(p) => {
+                let labels = p.metadata.labels.unwrap_or_default();
+                if labels.get("koordinator.sh/qosClass").map(String::as_str) != Some("BE") {
+                    unmutated.push(name.clone());
+                }
+                let _ = pods.delete(&name, &DeleteParams::default().grace_period(0)).await;
+            }
+            Err(e) => panic!("creating {name} (webhook failurePolicy Ignore): {e}"),
+        }
+        if restored.is_none() {
+            restored = secrets
+                .get_opt(SECRET)
+                .await
+                .unwrap()
+                .map(|s| (s, deleted.elapsed()));
+        } else {
+            after += 1;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let (secret, took) = restored.unwrap();
+    println!("{SECRET} restored {took:?} after its deletion; {created} pods created meanwhile and after");
+    assert!(
+        unmutated.is_empty(),
+        "pods admitted without mutation: {unmutated:?}"
+    );
+    assert_eq!(
+        ca_of(&secret).as_ref(),
+        Some(&old_ca),
+        "the restored Secret has a new CA"
+    );
+    assert_eq!(injected().await.as_ref(), Some(&old_ca), "the caBundle changed");
+    drop(cleanup);
+}

@@ -52,11 +52,13 @@ pub enum SyncError {
 }
 
 /// One Secret-mode sync: ensure the Secret, serve its certificate, inject the CA. Returns the
-/// bundle now served.
+/// bundle now served. `served` is the bundle served so far (none at start-up): a deleted
+/// Secret is restored from it (see [`secret::ensure_secret`]).
 pub async fn sync_from_secret(
     client: Client,
     source: &SecretSource,
     now: Timestamp,
+    served: Option<&CertBundle>,
 ) -> Result<CertBundle, SyncError> {
     let bundle = secret::ensure_secret(
         client.clone(),
@@ -65,6 +67,7 @@ pub async fn sync_from_secret(
         &source.dns_names,
         now,
         &source.policy,
+        served,
     )
     .await?;
     let outcomes = inject::inject_ca_bundle(
@@ -98,7 +101,7 @@ pub async fn run_secret_mode(
 ) {
     loop {
         tokio::time::sleep(interval).await;
-        match sync_from_secret(client.clone(), &source, Timestamp::now()).await {
+        match sync_from_secret(client.clone(), &source, Timestamp::now(), Some(&served)).await {
             Ok(bundle) => {
                 if bundle.cert_pem != served.cert_pem {
                     match tls

@@ -110,6 +110,12 @@ pub fn secret_with_bundle(mut base: Secret, bundle: &CertBundle) -> Secret {
 
 /// Makes sure Secret `namespace/name` holds a bundle valid for `dns_names` well past `now`,
 /// creating or renewing it as needed, and returns the bundle every replica agrees on.
+///
+/// `served` is the bundle this process serves, if any. When the Secret is gone or holds no
+/// readable bundle, it is restored from `served` (renewed if due) rather than from a new CA:
+/// the API server keeps trusting the caBundle it has, so no admission call meets a certificate
+/// it cannot verify while the configurations are re-injected. Without `served` (start-up) a
+/// missing Secret gets a new CA.
 pub async fn ensure_secret(
     client: Client,
     namespace: &str,
@@ -117,6 +123,7 @@ pub async fn ensure_secret(
     dns_names: &[String],
     now: Timestamp,
     policy: &CertPolicy,
+    served: Option<&CertBundle>,
 ) -> Result<CertBundle, SecretError> {
     let api: Api<Secret> = Api::namespaced(client, namespace);
     let api_error = |source| SecretError::Api {
@@ -125,12 +132,18 @@ pub async fn ensure_secret(
     };
     for _attempt in 0..5 {
         let existing = api.get_opt(name).await.map_err(api_error)?;
-        let current = existing.as_ref().and_then(bundle_from_secret);
+        let stored = existing.as_ref().and_then(bundle_from_secret);
+        let restoring = stored.is_none() && served.is_some();
+        let current = stored.or_else(|| served.cloned());
         let (bundle, decision) = renew(current.as_ref(), dns_names, now, policy)?;
-        if decision == Renewal::Keep {
+        if decision == Renewal::Keep && !restoring {
             return Ok(bundle);
         }
-        tracing::info!(secret = %format!("{namespace}/{name}"), ?decision, "writing webhook certificates");
+        if restoring {
+            tracing::warn!(secret = %format!("{namespace}/{name}"), ?decision, "certificate Secret missing or unreadable; restoring the certificates this replica serves");
+        } else {
+            tracing::info!(secret = %format!("{namespace}/{name}"), ?decision, "writing webhook certificates");
+        }
         let result = match existing {
             None => {
                 let secret = secret_with_bundle(
