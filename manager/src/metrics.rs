@@ -105,6 +105,9 @@ pub struct Metrics {
     pub extended_resource_allocatable: Family<ExtendedResourceLabels, FloatGauge>,
     /// Upstream's reconcile counters, one per controller.
     pub upstream_reconciles: [Family<StatusLabels, UnsuffixedCounter>; 3],
+    /// Upstream's `nodeslo_spec_parse_count` and `nodemetric_spec_parse_count`: ConfigMap keys
+    /// parsed into the NodeSLO / NodeMetric spec, by status and key.
+    pub upstream_spec_parses: [Family<StatusLabels, UnsuffixedCounter>; 2],
     /// 1 while this replica holds the leader Lease (or runs without election), else 0.
     pub leader: Family<LeaseLabels, Gauge>,
     /// 1 while a ConfigMap key is broken (its last good value stays in force).
@@ -154,6 +157,7 @@ impl Metrics {
             batch_memory_allocatable: Family::default(),
             extended_resource_allocatable: Family::default(),
             upstream_reconciles: Default::default(),
+            upstream_spec_parses: Default::default(),
             leader: Family::default(),
             config_key_invalid: Family::default(),
             batch_writes: Counter::default(),
@@ -178,6 +182,16 @@ impl Metrics {
                  (batch-cpu: unit integer, milli-cores; batch-memory: bytes)",
                 metrics.extended_resource_allocatable.clone(),
             );
+            for (spec, family) in ["nodeslo", "nodemetric"]
+                .iter()
+                .zip(&metrics.upstream_spec_parses)
+            {
+                upstream.register(
+                    format!("{spec}_spec_parse_count"),
+                    format!("ConfigMap keys parsed into the {spec} spec, by status and reason (the key)"),
+                    family.clone(),
+                );
+            }
             for (controller, family) in UPSTREAM_CONTROLLERS.iter().zip(&metrics.upstream_reconciles) {
                 upstream.register(
                     format!("{}_reconcile_count", controller.1),
@@ -370,6 +384,19 @@ impl Metrics {
         }
     }
 
+    /// Counts one parse of ConfigMap key `key` into the NodeSLO spec (`nodemetric: false`) or
+    /// the NodeMetric spec.
+    pub fn spec_parsed(&self, nodemetric: bool, key: &str, succeeded: bool) {
+        if let Some(family) = self.upstream_spec_parses.get(usize::from(nodemetric)) {
+            family
+                .get_or_create(&StatusLabels {
+                    status: if succeeded { "succeeded" } else { "failed" }.to_owned(),
+                    reason: key.to_owned(),
+                })
+                .inc();
+        }
+    }
+
     /// Counts an apply to `resource` that met a field manager conflict.
     pub fn apply_conflict(&self, resource: &str) {
         self.apply_conflicts
@@ -419,6 +446,29 @@ impl Drop for ReconcileTimer<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn spec_parses_count_by_spec_status_and_key() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.spec_parsed(false, "resource-threshold-config", true);
+        metrics.spec_parsed(false, "resource-threshold-config", false);
+        metrics.spec_parsed(true, "colocation-config", true);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"slo_controller_nodeslo_spec_parse_count{status="succeeded",reason="resource-threshold-config"} 1"#,
+            r#"slo_controller_nodeslo_spec_parse_count{status="failed",reason="resource-threshold-config"} 1"#,
+            r#"slo_controller_nodemetric_spec_parse_count{status="succeeded",reason="colocation-config"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert!(
+            !text.contains(
+                r#"slo_controller_nodemetric_spec_parse_count{status="succeeded",reason="resource"#
+            )
+        );
+    }
 
     #[test]
     fn zone_batch_gauges_are_in_cores_and_bytes_per_zone() {

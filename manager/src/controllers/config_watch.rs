@@ -37,6 +37,21 @@ pub fn event_reason(key: ConfigKey) -> &'static str {
     }
 }
 
+/// Which spec a key is parsed into, as upstream's `*_spec_parse_count` counts it: `Some(false)`
+/// the NodeSLO's, `Some(true)` the NodeMetric's (`colocation-config`'s metric settings), `None`
+/// neither (read by the node resource controller).
+fn spec_of(key: ConfigKey) -> Option<bool> {
+    match key {
+        ConfigKey::Colocation => Some(true),
+        ConfigKey::ResourceThreshold
+        | ConfigKey::ResourceQos
+        | ConfigKey::CpuBurst
+        | ConfigKey::System
+        | ConfigKey::HostApplication => Some(false),
+        ConfigKey::CpuNormalization | ConfigKey::ResourceAmplification => None,
+    }
+}
+
 /// What the config watcher needs.
 pub struct ConfigWatch {
     /// The ConfigMap's namespace and name.
@@ -100,6 +115,9 @@ impl ConfigWatch {
                 .config_key_invalid
                 .get_or_create(&labels)
                 .set(i64::from(broken));
+            if let Some(nodemetric) = spec_of(key) {
+                self.metrics.spec_parsed(nodemetric, &key.to_string(), !broken);
+            }
         }
         for key in &change.recovered {
             tracing::info!(%key, "ConfigMap key valid again");
