@@ -125,6 +125,8 @@ pub struct Metrics {
     /// Applies that met fields another field manager had changed (then taken back by a
     /// forced apply), per resource.
     pub apply_conflicts: Family<ResourceLabels, Counter>,
+    /// The zones each node has zone gauges for (so that a deleted node's series can go).
+    zones_published: std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
     /// CPU normalization ratio batch-cpu is multiplied by, per node.
     pub cpu_normalization_ratio: Family<NodeLabels, FloatGauge>,
     /// 1 while normalization is on for a node but no ratio can be decided, else 0.
@@ -164,6 +166,7 @@ impl Metrics {
             zone_batch_writes: Counter::default(),
             zone_batch_cpu_allocatable: Family::default(),
             zone_batch_memory_allocatable: Family::default(),
+            zones_published: Default::default(),
             pods_indexed: Gauge::default(),
             apply_conflicts: Family::default(),
             cpu_normalization_ratio: Family::default(),
@@ -370,6 +373,12 @@ impl Metrics {
         node: &str,
         targets: &std::collections::BTreeMap<String, crate::batch::Amounts>,
     ) {
+        self.zones_published
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(node.to_owned())
+            .or_default()
+            .extend(targets.keys().cloned());
         for (zone, amounts) in targets {
             let labels = ZoneLabels {
                 node: node.to_owned(),
@@ -381,6 +390,42 @@ impl Metrics {
             self.zone_batch_memory_allocatable
                 .get_or_create(&labels)
                 .set(amounts.memory as f64);
+        }
+    }
+
+    /// Removes every per-node series of `node` (the Node was deleted).
+    pub fn forget_node(&self, node: &str) {
+        let labels = NodeLabels {
+            node: node.to_owned(),
+        };
+        self.batch_cpu_allocatable.remove(&labels);
+        self.batch_memory_allocatable.remove(&labels);
+        self.cpu_normalization_ratio.remove(&labels);
+        self.cpu_normalization_undecided.remove(&labels);
+        for (resource, unit) in [
+            (names::RESOURCE_BATCH_CPU, "integer"),
+            (names::RESOURCE_BATCH_MEMORY, "byte"),
+        ] {
+            self.extended_resource_allocatable
+                .remove(&ExtendedResourceLabels {
+                    node: node.to_owned(),
+                    resource: resource.to_owned(),
+                    unit: unit.to_owned(),
+                });
+        }
+        let zones = self
+            .zones_published
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(node)
+            .unwrap_or_default();
+        for zone in zones {
+            let labels = ZoneLabels {
+                node: node.to_owned(),
+                zone,
+            };
+            self.zone_batch_cpu_allocatable.remove(&labels);
+            self.zone_batch_memory_allocatable.remove(&labels);
         }
     }
 
@@ -446,6 +491,48 @@ impl Drop for ReconcileTimer<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_forgotten_node_leaves_no_series() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        for node in ["gone", "kept"] {
+            metrics.batch_computed(node, Some((1000, 2000)));
+            metrics.batch_published(node, Some((1000, 2000)));
+            metrics
+                .cpu_normalization_ratio
+                .get_or_create(&NodeLabels { node: node.into() })
+                .set(1.0);
+            metrics
+                .cpu_normalization_undecided
+                .get_or_create(&NodeLabels { node: node.into() })
+                .set(0);
+            let targets = std::collections::BTreeMap::from([
+                ("node-0".to_owned(), crate::batch::Amounts::new(1000, 1)),
+                ("node-1".to_owned(), crate::batch::Amounts::new(1000, 1)),
+            ]);
+            metrics.zone_batch_published(node, &targets);
+        }
+        metrics.forget_node("gone");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(!text.contains(r#""gone""#), "{text}");
+        for family in [
+            "batch_cpu_allocatable_cores",
+            "batch_memory_allocatable_bytes",
+            "node_extended_resource_allocatable_internal",
+            "cpu_normalization_ratio",
+            "cpu_normalization_undecided",
+            "zone_batch_cpu_allocatable_cores",
+            "zone_batch_memory_allocatable_bytes",
+        ] {
+            assert!(
+                text.lines()
+                    .any(|l| l.contains(family) && l.contains(r#"node="kept""#)),
+                "{family} of the kept node missing in\n{text}"
+            );
+        }
+    }
 
     #[test]
     fn spec_parses_count_by_spec_status_and_key() {

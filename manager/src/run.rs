@@ -213,11 +213,13 @@ pub async fn run(
         node_slo: args.controllers.contains(&ControllerName::Nodeslo),
         node_metric: args.controllers.contains(&ControllerName::Nodemetric),
     };
-    if children.node_slo || children.node_metric {
+    let noderesource = args.controllers.contains(&ControllerName::Noderesource);
+    if children.node_slo || children.node_metric || noderesource {
         background.push(tokio::spawn(cleanup::run(
             client.clone(),
             children,
             ctx.leadership.clone(),
+            noderesource.then(|| ctx.clone()),
         )));
     }
     let wc = watcher::Config::default();

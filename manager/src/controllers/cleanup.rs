@@ -1,4 +1,5 @@
-//! Deletes a Node's NodeSLO and NodeMetric when the Node goes away.
+//! Deletes a Node's NodeSLO and NodeMetric when the Node goes away, and makes the node
+//! resource controller forget the node (its per-node state and metric series).
 //!
 //! Both carry an ownerReference to their Node, so a real API server garbage-collects them even
 //! while the manager is down. This task is the manager's own guarantee on top (upstream's only
@@ -17,6 +18,9 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 
+use std::sync::Arc;
+
+use super::Context;
 use crate::leader::Leadership;
 
 /// Which children the cleanup removes.
@@ -78,8 +82,9 @@ async fn orphans(client: &Client, children: Children, nodes: &HashSet<String>) -
     names.into_iter().filter(|name| !nodes.contains(name)).collect()
 }
 
-/// Runs until the Node watch ends.
-pub async fn run(client: Client, children: Children, leadership: Leadership) {
+/// Runs until the Node watch ends. `forget`: the node resource controller's context, told
+/// about every Node gone (on every replica: followers keep series too).
+pub async fn run(client: Client, children: Children, leadership: Leadership, forget: Option<Arc<Context>>) {
     let mut events = watcher(
         Api::<PartialObjectMeta<Node>>::all(client.clone()),
         watcher::Config::default(),
@@ -96,6 +101,12 @@ pub async fn run(client: Client, children: Children, leadership: Leadership) {
             }
             Ok(watcher::Event::InitDone) => {
                 nodes = std::mem::take(&mut listing);
+                if let Some(ctx) = &forget {
+                    let gone = ctx.forget_nodes_except(&nodes);
+                    if !gone.is_empty() {
+                        tracing::info!(nodes = ?gone, "forgot the state of Nodes deleted while the watch was down");
+                    }
+                }
                 if leadership.is_leader() {
                     for orphan in orphans(&client, children, &nodes).await {
                         delete_children(&client, children, &orphan).await;
@@ -108,6 +119,9 @@ pub async fn run(client: Client, children: Children, leadership: Leadership) {
             Ok(watcher::Event::Delete(node)) => {
                 if let Some(name) = node.metadata.name {
                     nodes.remove(&name);
+                    if let Some(ctx) = &forget {
+                        ctx.forget_node(&name);
+                    }
                     if leadership.is_leader() {
                         delete_children(&client, children, &name).await;
                     }

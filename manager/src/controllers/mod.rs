@@ -116,6 +116,59 @@ pub struct Context {
 }
 
 impl Context {
+    /// Drops what this process keeps about `node` (the Node was deleted): write times, applied
+    /// pairs, the logged normalization problem and the node's metric series.
+    pub fn forget_node(&self, node: &str) {
+        for map in [
+            &self.last_batch_write,
+            &self.last_mid_write,
+            &self.last_zone_write,
+        ] {
+            map.lock().unwrap_or_else(|p| p.into_inner()).remove(node);
+        }
+        self.applied_pairs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
+        self.normalization_problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
+        self.metrics.forget_node(node);
+    }
+
+    /// [`Context::forget_node`] for every node this process holds state of that is not in
+    /// `nodes` (after a Node list: deletions missed while the watch was down). Returns them.
+    pub fn forget_nodes_except(&self, nodes: &std::collections::HashSet<String>) -> Vec<String> {
+        let mut known = std::collections::BTreeSet::new();
+        for map in [
+            &self.last_batch_write,
+            &self.last_mid_write,
+            &self.last_zone_write,
+        ] {
+            known.extend(map.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned());
+        }
+        known.extend(
+            self.applied_pairs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .cloned(),
+        );
+        known.extend(
+            self.normalization_problems
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .cloned(),
+        );
+        let gone: Vec<String> = known.into_iter().filter(|n| !nodes.contains(n)).collect();
+        for node in &gone {
+            self.forget_node(node);
+        }
+        gone
+    }
+
     /// A snapshot of the config state (cloned so no lock is held across awaits).
     pub fn config(&self) -> ConfigState {
         self.config

@@ -503,3 +503,56 @@ async fn zone_entries_already_in_place_are_not_written() {
     assert!(nothing.is_err(), "no request expected");
     drop(ctx);
 }
+
+#[tokio::test]
+async fn deleted_nodes_are_forgotten_with_their_series() {
+    let (ctx, _handle) = context(true);
+    let now = jiff::Timestamp::now();
+    for node in ["kept", "gone", "missed"] {
+        ctx.last_batch_write.lock().unwrap().insert(node.into(), now);
+        ctx.last_zone_write.lock().unwrap().insert(node.into(), now);
+        ctx.normalization_problems
+            .lock()
+            .unwrap()
+            .insert(node.into(), "no model".into());
+        ctx.metrics.batch_published(node, Some((1000, 1)));
+    }
+    ctx.forget_node("gone");
+    // After a relist that no longer has `missed`.
+    let listed = std::collections::HashSet::from(["kept".to_owned()]);
+    assert_eq!(ctx.forget_nodes_except(&listed), ["missed"]);
+    for map in [&ctx.last_batch_write, &ctx.last_zone_write] {
+        assert_eq!(map.lock().unwrap().keys().collect::<Vec<_>>(), ["kept"]);
+    }
+    assert_eq!(
+        ctx.normalization_problems
+            .lock()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["kept"]
+    );
+    let labels = |node: &str| crate::metrics::NodeLabels { node: node.into() };
+    assert_eq!(
+        ctx.metrics
+            .batch_cpu_allocatable
+            .get_or_create(&labels("kept"))
+            .get(),
+        1.0
+    );
+    // Gone: a fresh gauge (0), not the old value.
+    assert_eq!(
+        ctx.metrics
+            .batch_cpu_allocatable
+            .get_or_create(&labels("gone"))
+            .get(),
+        0.0
+    );
+    assert_eq!(
+        ctx.metrics
+            .batch_cpu_allocatable
+            .get_or_create(&labels("missed"))
+            .get(),
+        0.0
+    );
+}
