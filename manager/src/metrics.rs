@@ -125,8 +125,10 @@ pub struct Metrics {
     /// Applies that met fields another field manager had changed (then taken back by a
     /// forced apply), per resource.
     pub apply_conflicts: Family<ResourceLabels, Counter>,
-    /// The zones each node has zone gauges for (so that a deleted node's series can go).
-    zones_published: std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+    /// The nodes with per-node series, each with the zones it has zone gauges for (so that a
+    /// deleted node's series can go). The node resource controller records every node it
+    /// reconciles here first ([`Metrics::batch_computed`]), before it keeps any state of it.
+    nodes: std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
     /// CPU normalization ratio batch-cpu is multiplied by, per node.
     pub cpu_normalization_ratio: Family<NodeLabels, FloatGauge>,
     /// 1 while normalization is on for a node but no ratio can be decided, else 0.
@@ -166,7 +168,7 @@ impl Metrics {
             zone_batch_writes: Counter::default(),
             zone_batch_cpu_allocatable: Family::default(),
             zone_batch_memory_allocatable: Family::default(),
-            zones_published: Default::default(),
+            nodes: Default::default(),
             pods_indexed: Gauge::default(),
             apply_conflicts: Family::default(),
             cpu_normalization_ratio: Family::default(),
@@ -337,6 +339,7 @@ impl Metrics {
     /// Records the batch allocatable computed for `node` (`None`: removed, recorded as 0 as
     /// upstream does), before the update gate decides whether to write it.
     pub fn batch_computed(&self, node: &str, amounts: Option<(i64, i64)>) {
+        self.track(node, std::iter::empty());
         let (cpu_milli, memory_bytes) = amounts.unwrap_or((0, 0));
         for (resource, unit, value) in [
             (names::RESOURCE_BATCH_CPU, "integer", cpu_milli),
@@ -354,6 +357,7 @@ impl Metrics {
 
     /// Records the batch allocatable written on `node` (`None`: removed, recorded as 0).
     pub fn batch_published(&self, node: &str, amounts: Option<(i64, i64)>) {
+        self.track(node, std::iter::empty());
         let (cpu_milli, memory_bytes) = amounts.unwrap_or((0, 0));
         let labels = NodeLabels {
             node: node.to_owned(),
@@ -373,12 +377,7 @@ impl Metrics {
         node: &str,
         targets: &std::collections::BTreeMap<String, crate::batch::Amounts>,
     ) {
-        self.zones_published
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(node.to_owned())
-            .or_default()
-            .extend(targets.keys().cloned());
+        self.track(node, targets.keys().cloned());
         for (zone, amounts) in targets {
             let labels = ZoneLabels {
                 node: node.to_owned(),
@@ -391,6 +390,31 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(amounts.memory as f64);
         }
+    }
+
+    /// Remembers that `node` has per-node series, and zone gauges for `zones`.
+    fn track(&self, node: &str, zones: impl Iterator<Item = String>) {
+        let mut nodes = self
+            .nodes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match nodes.get_mut(node) {
+            Some(known) => known.extend(zones),
+            None => {
+                nodes.insert(node.to_owned(), zones.collect());
+            }
+        }
+    }
+
+    /// The nodes with per-node series that are not in `listed`.
+    pub fn nodes_except(&self, listed: &std::collections::HashSet<String>) -> Vec<String> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .filter(|node| !listed.contains(*node))
+            .cloned()
+            .collect()
     }
 
     /// Removes every per-node series of `node` (the Node was deleted).
@@ -414,7 +438,7 @@ impl Metrics {
                 });
         }
         let zones = self
-            .zones_published
+            .nodes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(node)
@@ -513,7 +537,10 @@ mod tests {
             ]);
             metrics.zone_batch_published(node, &targets);
         }
+        let listed = std::collections::HashSet::from(["kept".to_owned()]);
+        assert_eq!(metrics.nodes_except(&listed), ["gone"]);
         metrics.forget_node("gone");
+        assert!(metrics.nodes_except(&listed).is_empty());
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(!text.contains(r#""gone""#), "{text}");

@@ -139,30 +139,11 @@ impl Context {
 
     /// [`Context::forget_node`] for every node this process holds state of that is not in
     /// `nodes` (after a Node list: deletions missed while the watch was down). Returns them.
+    /// The metrics know every such node: the node resource controller records a node there
+    /// before it keeps anything else of it.
     pub fn forget_nodes_except(&self, nodes: &std::collections::HashSet<String>) -> Vec<String> {
-        let mut known = std::collections::BTreeSet::new();
-        for map in [
-            &self.last_batch_write,
-            &self.last_mid_write,
-            &self.last_zone_write,
-        ] {
-            known.extend(map.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned());
-        }
-        known.extend(
-            self.applied_pairs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .keys()
-                .cloned(),
-        );
-        known.extend(
-            self.normalization_problems
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .keys()
-                .cloned(),
-        );
-        let gone: Vec<String> = known.into_iter().filter(|n| !nodes.contains(n)).collect();
+        let mut gone = self.metrics.nodes_except(nodes);
+        gone.sort();
         for node in &gone {
             self.forget_node(node);
         }
