@@ -136,8 +136,9 @@ impl Env {
             manager: wanted.manager,
             webhook: true,
             koordlet: true,
-            // Peak prediction without its 24 h cold start, trained every 5 s, as the real
-            // cluster's install sets it: mid resources from the prediction within a scenario.
+            // Peak prediction without its 24 h cold start, trained every 5 s (embedded cluster
+            // only; the real cluster runs the chart's defaults): mid resources from the
+            // prediction within a scenario.
             koordlet_args: vec![
                 "--feature-gates=BEMemoryEvict=true".into(),
                 "--prediction-cold-start-duration=0s".into(),
