@@ -132,7 +132,7 @@ pub const BATCH_OFFER: Duration = Duration::from_secs(300);
 
 /// A quantity's value in its base unit (milli-cores for batch-cpu). A real API server stores
 /// quantities in canonical form (`2000` as `2k`).
-fn quantity_value(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i64> {
+pub fn quantity_value(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i64> {
     koord_api::ExactQuantity::from_k8s(q).ok().map(|v| v.value())
 }
 

@@ -225,13 +225,6 @@ async fn create_mutated_to_mid(pods: &Api<Pod>, pod: &Pod) -> Pod {
     .await
 }
 
-/// A quantity's integer value: mid-cpu and batch-cpu are counted in milli-cores already.
-fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i64> {
-    koord_api::ExactQuantity::from_k8s(q)
-        .ok()
-        .map(koord_api::ExactQuantity::value)
-}
-
 /// A CPU quantity in milli-cores (`"3"` is 3000).
 fn milli_cpu(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i64> {
     koord_api::ExactQuantity::from_k8s(q).ok()?.milli_value().ok()
@@ -295,7 +288,9 @@ async fn mid_resources_follow_koordlets_prod_reclaimable_prediction() {
         let cpu = cpu?;
         max_reclaimable = max_reclaimable.max(cpu);
         let allocatable = nodes.get(&node).await.ok()?.status?.allocatable?;
-        let mid = allocatable.get("kubernetes.io/mid-cpu").and_then(amount);
+        let mid = allocatable
+            .get("kubernetes.io/mid-cpu")
+            .and_then(common::quantity_value);
         last.1 = mid;
         let mid = mid?;
         // At least 100m predicted and offered, and a value the formula can give.
