@@ -93,6 +93,36 @@ pub enum TickOutcome {
     ReadFailed,
 }
 
+/// The CFS period the besteffort quota is read in (`cpu.max` is normalised to it).
+const CFS_PERIOD_US: i64 = 100_000;
+
+/// What BE pods are allowed after a tick, in milli-cores, as upstream's
+/// `koordlet_be_suppress_cpu_cores` reports it: the besteffort quota in force (policy
+/// `cfsQuota`) or the CPUs of the besteffort cpuset (policy `cpuset`). None while suppress is
+/// off, the quota is unlimited or the value unknown.
+fn allowed_milli(mode: SuppressMode, outcome: TickOutcome, seen: &Observation) -> Option<i64> {
+    match mode {
+        SuppressMode::Quota => {
+            let quota = match outcome {
+                TickOutcome::Wrote(quota) => Some(quota),
+                _ => seen.current_quota_us,
+            };
+            quota
+                .filter(|q| *q > 0)
+                .map(|q| q.saturating_mul(1000) / CFS_PERIOD_US)
+        }
+        SuppressMode::Cpuset => {
+            let cpus = match outcome {
+                TickOutcome::WroteCpuset(n) => Some(n),
+                _ => seen.cpus.map(|c| c.current),
+            };
+            cpus.and_then(|n| i64::try_from(n).ok())
+                .map(|n| n.saturating_mul(1000))
+        }
+        SuppressMode::Off => None,
+    }
+}
+
 /// The live loop's state: open counters, the decision state, the executor.
 pub struct SuppressLoop {
     config: SuppressLoopConfig,
@@ -334,11 +364,6 @@ impl SuppressLoop {
         let action = self
             .fast
             .tick(seen.sample, strategy, node, seen.current_quota_us, seen.cpus);
-        if let Some(m) = &self.metrics {
-            m.telemetry
-                .upstream
-                .record_suppress(seen.mode, self.fast.budget_milli(), &self.fast.usage());
-        }
         let has_scope = self.scope.is_some();
         let write = fast_write(&action, seen.current_quota_us, seen.cpus, has_scope);
         log_action(&action, &seen, has_scope, self.config.dry_run);
@@ -353,10 +378,18 @@ impl SuppressLoop {
         // does not use, and under cpuset give every BE dir the chosen set.
         let cpuset_known = self.fast.budget_milli().is_some() && seen.cpus.is_some();
         let acted = outcome != TickOutcome::Idle;
-        match self.settle.step(seen.mode, acted, has_scope, cpuset_known) {
+        let outcome = match self.settle.step(seen.mode, acted, has_scope, cpuset_known) {
             Some(step) => self.run_plan(now, strategy, node, step.write()),
             None => outcome,
+        };
+        if let Some(m) = &self.metrics {
+            m.telemetry.upstream.record_suppress(
+                seen.mode,
+                allowed_milli(seen.mode, outcome, &seen),
+                &self.fast.usage(),
+            );
         }
+        outcome
     }
 
     /// Applies a full suppress plan, records the mode it settles when it went through and

@@ -7,7 +7,7 @@
 //! | `koordlet_node_used_cpu_cores{node}` | the collection round's node CPU usage (`/proc/stat`) |
 //! | `koordlet_node_used_memory_bytes{node}` | the collection round's node memory usage without page cache (`/proc/meminfo`) |
 //! | `koordlet_node_resource_allocatable{node,resource,unit}` | the Node's batch allocatable as koordlet sees it |
-//! | `koordlet_be_suppress_cpu_cores{node,type}` | the fast suppress loop's BE budget, `type` its policy |
+//! | `koordlet_be_suppress_cpu_cores{node,type}` | what the fast suppress loop allows BE pods (the besteffort quota in force, or the CPUs of its cpuset), `type` its policy |
 //! | `koordlet_be_suppress_ls_used_cpu_cores{node}` | non-BE usage (pods and host applications) of its last tick |
 //! | `koordlet_be_suppress_be_used_cpu_cores{node}` | BE usage of its last tick |
 //! | `koordlet_pod_eviction{node,reason}` | evictions carried out, by the strategy's reason |
@@ -299,15 +299,15 @@ impl UpstreamMetrics {
         }
     }
 
-    /// Records one suppress tick: the budget under `mode` (`None`: no budget, the series goes
-    /// away) and the usage it was computed from.
-    pub fn record_suppress(&self, mode: SuppressMode, budget_milli: Option<i64>, usage: &FastUsage) {
+    /// Records one suppress tick: what BE pods are allowed under `mode`, in milli-cores
+    /// (`None`: unlimited or unknown, the series goes away) and the usage it was decided from.
+    pub fn record_suppress(&self, mode: SuppressMode, allowed_milli: Option<i64>, usage: &FastUsage) {
         let policy = match mode {
             SuppressMode::Quota => Some("cfsQuota"),
             SuppressMode::Cpuset => Some("cpuset"),
             SuppressMode::Off => None,
         };
-        match (policy, budget_milli) {
+        match (policy, allowed_milli) {
             (Some(policy), Some(milli)) => {
                 let labels = SuppressLabels {
                     r#type: policy.to_owned(),

@@ -130,15 +130,25 @@ fn v2_counters_and_cpu_max_write() {
         .get_or_create(&vec![("direction".to_string(), "decrease".to_string())])
         .get();
     assert_eq!(decreases, 1);
+    // Non-BE now uses more than the threshold: the budget is negative, the quota written is
+    // the floor, and the series reports the quota in force (as upstream), never below zero.
+    f.set_usage(800, 800, 100);
+    l.tick(t0 + Duration::from_millis(200), Some(&s), NODE);
+    let in_force: f64 = f.quota_text().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(in_force > 0.0, "{}", f.quota_text());
+    assert_eq!(
+        metrics.telemetry.upstream.suppress_cores("cfsQuota"),
+        Some(in_force / 100_000.0)
+    );
     // Off: unlimited again, once.
     assert_eq!(
-        l.tick(t0 + Duration::from_millis(150), None, NODE),
+        l.tick(t0 + Duration::from_millis(250), None, NODE),
         TickOutcome::Wrote(-1)
     );
     assert_eq!(f.quota_text().trim(), "max 100000");
     assert_eq!(metrics.telemetry.upstream.suppress_cores("cfsQuota"), None);
     assert_eq!(
-        l.tick(t0 + Duration::from_millis(200), None, NODE),
+        l.tick(t0 + Duration::from_millis(300), None, NODE),
         TickOutcome::Idle
     );
 }
