@@ -15,7 +15,7 @@ use crate::common::{self, wait_for};
 use crate::env::{Cleanup, Env, Load, POD_START, Wanted};
 
 /// Node memory usage is always above 1 %: every BE pod on the node is a candidate.
-const EVICT_EVERYTHING: &str = "{\"clusterStrategy\": {\"enable\": true, \"memoryEvictThresholdPercent\": 1, \"memoryEvictLowerPercent\": 0}}";
+pub(crate) const EVICT_EVERYTHING: &str = "{\"clusterStrategy\": {\"enable\": true, \"memoryEvictThresholdPercent\": 1, \"memoryEvictLowerPercent\": 0}}";
 
 /// Whether koordlet runs with BEMemoryEvict (off by default, as upstream).
 async fn memory_evict_enabled(env: &Env) -> Result<(), String> {
@@ -36,14 +36,15 @@ async fn memory_evict_enabled(env: &Env) -> Result<(), String> {
     }
 }
 
-async fn be_pod(env: &Env, cleanup: &Cleanup, name: &str, node: &str) -> Pod {
+/// A BE pod (100 batch-cpu, 32Mi batch-memory) bound to `node`, running `load`.
+pub(crate) async fn be_pod(env: &Env, cleanup: &Cleanup, name: &str, node: &str, load: Load) -> Pod {
     let ns = cleanup.ns();
     let mut pod = env.pod(
         name,
         json!({"koordinator.sh/qosClass": "BE", "app": name}),
         vec![env.container(
             "main",
-            Load::Idle,
+            load,
             json!({
             "requests": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "32Mi"},
             "limits": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "32Mi"}}),
@@ -60,6 +61,37 @@ async fn be_pod(env: &Env, cleanup: &Cleanup, name: &str, node: &str) -> Pod {
         .await
         .unwrap();
     env.wait_running(ns, name).await
+}
+
+/// A PodDisruptionBudget `guard` with `minAvailable: 1` over the pods labelled `app: <app>`
+/// (policy/v1, or policy/v1beta1 on a cluster before 1.21).
+pub(crate) async fn pod_disruption_budget(env: &Env, ns: &str, app: &str) {
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "guard"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}}
+    }))
+    .unwrap();
+    // policy/v1 PDBs exist from Kubernetes 1.21; 1.20 has only v1beta1.
+    let v1: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), ns);
+    if let Err(e) = v1.create(&PostParams::default(), &pdb).await {
+        let v1beta1 = kube::api::ApiResource {
+            group: "policy".into(),
+            version: "v1beta1".into(),
+            api_version: "policy/v1beta1".into(),
+            kind: "PodDisruptionBudget".into(),
+            plural: "poddisruptionbudgets".into(),
+        };
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), ns, &v1beta1);
+        let mut obj: kube::api::DynamicObject =
+            serde_json::from_value(serde_json::to_value(&pdb).unwrap()).unwrap();
+        obj.types = Some(kube::api::TypeMeta {
+            api_version: "policy/v1beta1".into(),
+            kind: "PodDisruptionBudget".into(),
+        });
+        api.create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e2| panic!("PDB: policy/v1 {e}; policy/v1beta1 {e2}"));
+    }
 }
 
 async fn reasons(env: &Env, ns: &str, pod: &str) -> Vec<(String, String)> {
@@ -90,7 +122,7 @@ async fn be_pod_is_evicted_through_the_eviction_api_with_an_event() {
         return;
     };
     let ns = cleanup.ns().to_string();
-    be_pod(&env, &cleanup, "be-victim", &node).await;
+    be_pod(&env, &cleanup, "be-victim", &node, Load::Idle).await;
     cleanup
         .set_config(KEY_RESOURCE_THRESHOLD_CONFIG, EVICT_EVERYTHING)
         .await
@@ -121,33 +153,8 @@ async fn a_pod_disruption_budget_keeps_the_be_pod() {
         return;
     };
     let ns = cleanup.ns().to_string();
-    be_pod(&env, &cleanup, "be-guarded", &node).await;
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "guard"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "be-guarded"}}}
-    }))
-    .unwrap();
-    // policy/v1 PDBs exist from Kubernetes 1.21; 1.20 has only v1beta1.
-    let v1: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &ns);
-    if let Err(e) = v1.create(&PostParams::default(), &pdb).await {
-        let v1beta1 = kube::api::ApiResource {
-            group: "policy".into(),
-            version: "v1beta1".into(),
-            api_version: "policy/v1beta1".into(),
-            kind: "PodDisruptionBudget".into(),
-            plural: "poddisruptionbudgets".into(),
-        };
-        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &v1beta1);
-        let mut obj: kube::api::DynamicObject =
-            serde_json::from_value(serde_json::to_value(&pdb).unwrap()).unwrap();
-        obj.types = Some(kube::api::TypeMeta {
-            api_version: "policy/v1beta1".into(),
-            kind: "PodDisruptionBudget".into(),
-        });
-        api.create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e2| panic!("PDB: policy/v1 {e}; policy/v1beta1 {e2}"));
-    }
+    be_pod(&env, &cleanup, "be-guarded", &node, Load::Idle).await;
+    pod_disruption_budget(&env, &ns, "be-guarded").await;
     // The disruption controller (real cluster) must count the pod healthy first.
     tokio::time::sleep(Duration::from_secs(3)).await;
     cleanup
