@@ -20,6 +20,8 @@ mod dashboard;
 mod eviction;
 #[path = "scenarios/faults.rs"]
 mod faults;
+#[path = "scenarios/footprint.rs"]
+mod footprint;
 #[path = "scenarios/migration.rs"]
 mod migration;
 #[path = "scenarios/normalization.rs"]
