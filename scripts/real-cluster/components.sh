@@ -209,8 +209,9 @@ start_kube_proxy() {
 smoke_checks() {
     log "checking the node, the chart's pods and the objects the manager writes"
     kctl wait --for=condition=Ready "node/$NODE_NAME" --timeout=60s >/dev/null
-    kctl -n "$RELEASE_NS" wait --for=condition=Ready pod --all --timeout=120s >/dev/null ||
-        die "koordinator pods not Ready"
+    # Every workload rolled out: right after an upgrade the old ReplicaSet's pods are still
+    # terminating, which waiting on every pod of the namespace would wait on (and fail).
+    wait_rollouts >/dev/null || die "koordinator workloads not rolled out"
     wait_until 120 "NodeSLO $NODE_NAME" kctl get nodeslo "$NODE_NAME"
     local owner
     owner="$(kctl get nodeslo "$NODE_NAME" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')"
