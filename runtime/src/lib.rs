@@ -4,10 +4,12 @@
 //! logs (`--log-format text|json`), one plain-HTTP admin endpoint with `/healthz`, `/readyz`
 //! and Prometheus `/metrics`, and a graceful stop on SIGTERM or Ctrl-C. It lives here once so
 //! that the components, which never import each other, behave identically. So does the way each
-//! writes what it owns: server-side apply under its own field manager ([`apply()`]). So do the pieces of
-//! their command lines: the kubeconfig loading, the file-or-stdin input of offline commands and
-//! the Go-style durations every interval flag takes, and the compatibility with upstream
-//! Koordinator's command lines and with our earlier environment variable names.
+//! writes what it owns: server-side apply under its own field manager ([`apply()`]), or a
+//! read-modify-replace with optimistic concurrency for what it shares
+//! ([`read_modify_replace`]). So do the pieces of their command lines: the kubeconfig loading,
+//! the file-or-stdin input of offline commands and the Go-style durations every interval flag
+//! takes, and the compatibility with upstream Koordinator's command lines and with our earlier
+//! environment variable names.
 
 mod admin;
 mod apply;
@@ -21,6 +23,7 @@ mod kubeconfig;
 mod logging;
 mod output;
 mod process_metrics;
+mod replace;
 mod shutdown;
 mod upstream_flags;
 
@@ -40,6 +43,7 @@ pub use kubeconfig::{KubeconfigError, kube_client, kube_config};
 pub use logging::{LogFormat, LoggingError, VERBOSITY_HELP, init_logging, verbosity_filter};
 pub use output::print_stdout;
 pub use process_metrics::{ProcessCollector, UnsuffixedCounter, register_standard_metrics};
+pub use replace::{Edit, read_modify_replace};
 pub use shutdown::shutdown_signal;
 pub use upstream_flags::{
     FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags, long_names,

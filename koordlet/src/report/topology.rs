@@ -20,7 +20,7 @@ use std::time::Duration;
 use koord_api::cpu_normalization::CpuBasicInfo;
 use koord_api::names::ANNOTATION_CPU_BASIC_INFO;
 use koord_api::topology::NodeResourceTopology;
-use koord_runtime::{ApplyConflict, Endpoint};
+use koord_runtime::{ApplyConflict, Edit, Endpoint};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
@@ -197,32 +197,25 @@ async fn write_zones(client: &Client, node: &str, zones: &[ReportedZone]) -> Res
     }
     let resource = ApiResource::erase::<NodeResourceTopology>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let Some(mut object) = api.get_opt(node).await? else {
-            return Ok(false);
-        };
-        let existing = match object.data.get("zones") {
-            Some(serde_json::Value::Array(existing)) => existing.as_slice(),
-            _ => &[],
-        };
-        let Some(merged) = topology_zones::merge_zones(existing, zones) else {
-            return Ok(false);
-        };
-        if let Some(data) = object.data.as_object_mut() {
-            data.insert("zones".to_owned(), serde_json::Value::Array(merged));
-        }
-        match api.replace(node, &params, &object).await {
-            Ok(_) => return Ok(true),
-            Err(e) if is_conflict(&e) && attempt < ZONE_WRITE_ATTEMPTS => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let written =
+        koord_runtime::read_modify_replace(&api, node, FIELD_MANAGER, ZONE_WRITE_ATTEMPTS, |object| {
+            let existing = match object.data.get("zones") {
+                Some(serde_json::Value::Array(existing)) => existing.as_slice(),
+                _ => &[],
+            };
+            let Some(merged) = topology_zones::merge_zones(existing, zones) else {
+                return Edit::Keep(false);
+            };
+            match object.data.as_object_mut() {
+                Some(data) => {
+                    data.insert("zones".to_owned(), serde_json::Value::Array(merged));
+                    Edit::Replace(true)
+                }
+                None => Edit::Keep(false),
+            }
+        })
+        .await?;
+    Ok(written.unwrap_or(false))
 }
 
 /// Applies the annotation, koordlet's only field on the object.

@@ -10,9 +10,10 @@
 use std::collections::BTreeMap;
 
 use koord_api::topology::NodeResourceTopology;
+use koord_runtime::Edit;
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, PostParams},
+    api::{ApiResource, DynamicObject},
 };
 use serde_json::Value;
 
@@ -41,32 +42,16 @@ pub async fn write(
 ) -> Result<ZoneWrite, Error> {
     let resource = ApiResource::erase::<NodeResourceTopology>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let Some(mut object) = api.get_opt(name).await? else {
-            return Ok(ZoneWrite::NoZones);
-        };
+    let done = koord_runtime::read_modify_replace(&api, name, FIELD_MANAGER, ATTEMPTS, |object| {
         let Some(zones) = object.data.get_mut("zones").and_then(Value::as_array_mut) else {
-            return Ok(ZoneWrite::NoZones);
+            return Edit::Keep(ZoneWrite::NoZones);
         };
-        if !batch::set_zone_entries(zones, targets) {
-            return Ok(ZoneWrite::AlreadyInPlace);
+        if batch::set_zone_entries(zones, targets) {
+            Edit::Replace(ZoneWrite::Written)
+        } else {
+            Edit::Keep(ZoneWrite::AlreadyInPlace)
         }
-        match api.replace(name, &params, &object).await {
-            Ok(_) => return Ok(ZoneWrite::Written),
-            Err(kube::Error::Api(status)) if status.code == 409 && attempt < ATTEMPTS => {
-                tracing::debug!(
-                    node = name,
-                    attempt,
-                    "NodeResourceTopology changed while writing; reading it again"
-                );
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
+    })
+    .await?;
+    Ok(done.unwrap_or(ZoneWrite::NoZones))
 }
