@@ -165,6 +165,17 @@ pub(crate) struct Target {
     pub addr: SocketAddr,
 }
 
+impl Target {
+    /// The pod's `/metrics` text; None when it does not answer 200.
+    pub async fn scrape(&self) -> Option<String> {
+        let addr = self.addr;
+        match tokio::task::spawn_blocking(move || common::http_get(addr, "/metrics")).await {
+            Ok(Some((200, body))) => Some(body),
+            _ => None,
+        }
+    }
+}
+
 /// The metrics endpoints of every running component pod of the release.
 pub(crate) async fn targets(client: &kube::Client) -> Vec<Target> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -257,13 +268,10 @@ async fn dashboard_queries_only_series_the_components_serve() {
     let mut served = BTreeSet::new();
     let mut scraped = Vec::new();
     for target in targets(&env.client).await {
-        let addr = target.addr;
-        let body = tokio::task::spawn_blocking(move || common::http_get(addr, "/metrics"))
+        let body = target
+            .scrape()
             .await
-            .unwrap();
-        let Some((200, body)) = body else {
-            panic!("{} at {addr}: no /metrics", target.app)
-        };
+            .unwrap_or_else(|| panic!("{} at {}: no /metrics", target.pod, target.addr));
         served.extend(served_names(&body));
         scraped.push(target.app);
     }
@@ -356,21 +364,18 @@ async fn record(client: kube::Client, stop: tokio_util::sync::CancellationToken)
             .as_secs_f64();
         for target in targets(&client).await {
             let addr = target.addr;
-            let body = tokio::task::spawn_blocking(move || common::http_get(addr, "/metrics"))
-                .await
-                .ok()
-                .flatten();
+            let body = target.scrape().await;
             // What the chart's ServiceMonitor/PodMonitor targets carry.
             let own = format!(
                 "job=\"{}\",instance=\"{addr}\",namespace=\"{NAMESPACE}\",pod=\"{}\"",
                 target.app, target.pod
             );
             let up = match body {
-                Some((200, body)) => {
+                Some(body) => {
                     out.extend(body.lines().filter_map(|l| relabel(l, &own, now)));
                     1
                 }
-                _ => 0,
+                None => 0,
             };
             out.push_str(&format!("up{{{own}}} {up} {now:.3}\n"));
         }

@@ -43,13 +43,10 @@ async fn print_footprint(env: &Env, root: &Path, when: &str) {
     assert!(!targets.is_empty(), "no component pod found");
     println!("footprint ({when}): component, pod, RSS, cgroup charge (kernel part), peak, chart limit");
     for target in targets {
-        let addr = target.addr;
-        let body = tokio::task::spawn_blocking(move || common::http_get(addr, "/metrics"))
+        let body = target
+            .scrape()
             .await
-            .unwrap();
-        let Some((200, body)) = body else {
-            panic!("{} at {addr}: no /metrics", target.pod)
-        };
+            .unwrap_or_else(|| panic!("{} at {}: no /metrics", target.pod, target.addr));
         let rss = sample(&body, "process_resident_memory_bytes")
             .unwrap_or_else(|| panic!("{}: no process_resident_memory_bytes", target.pod));
         let dir = find_dir(&root.join("memory"), &format!("pod{}", target.uid), 4)
