@@ -488,20 +488,48 @@ async fn break_config_key(client: &kube::Client, key: &str, duration: Duration) 
         .as_ref()
         .and_then(|l| l.get(CONFIG_LABEL))
         .cloned();
-    let api = &api;
-    let patch = |value: Value| async move {
+    // Restores the key and the label also when a patch below fails.
+    let _restore = ConfigMapRestore {
+        api: api.clone(),
+        body: json!({"metadata": {"labels": {CONFIG_LABEL: label}}, "data": {key: old}}),
+    };
+    for body in [
+        json!({"metadata": {"labels": {CONFIG_LABEL: null}}}),
+        json!({"data": {key: "{not json"}}),
+    ] {
         api.patch(
             DEFAULT_SLO_CONFIG_NAME,
             &PatchParams::default(),
-            &Patch::Merge(&value),
+            &Patch::Merge(&body),
         )
         .await
-        .unwrap()
-    };
-    patch(json!({"metadata": {"labels": {CONFIG_LABEL: null}}})).await;
-    patch(json!({"data": {key: "{not json"}})).await;
+        .unwrap();
+    }
     tokio::time::sleep(duration).await;
-    patch(json!({"metadata": {"labels": {CONFIG_LABEL: label}}, "data": {key: old}})).await;
+}
+
+/// Merge-patches `body` into the `slo-controller-config` on drop.
+struct ConfigMapRestore {
+    api: Api<ConfigMap>,
+    body: Value,
+}
+
+impl Drop for ConfigMapRestore {
+    fn drop(&mut self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let patch = Patch::Merge(&self.body);
+        let result = tokio::task::block_in_place(|| {
+            handle.block_on(
+                self.api
+                    .patch(DEFAULT_SLO_CONFIG_NAME, &PatchParams::default(), &patch),
+            )
+        });
+        if let Err(e) = result {
+            eprintln!("cleanup: restoring {DEFAULT_SLO_CONFIG_NAME}: {e}");
+        }
+    }
 }
 
 /// The label the chart's ConfigMap webhook selects the `slo-controller-config` by before 1.21.
