@@ -35,6 +35,7 @@ use crate::system::{
     CgroupDir, CgroupResource, CgroupValue, CgroupVersion, Cgroups, ParseError, SystemError,
 };
 use koordlet_core::features::FeatureGates;
+use koordlet_core::strategies::CFS_PERIOD_US;
 use koordlet_core::strategies::cpu_suppress::STRATEGY;
 use koordlet_core::strategies::cpuset::CpuList;
 use koordlet_core::strategies::fast_step::{FastWrite, PlanReport, PlanWrite, fast_write};
@@ -92,9 +93,6 @@ pub enum TickOutcome {
     /// Counters could not be read this tick.
     ReadFailed,
 }
-
-/// The CFS period the besteffort quota is read in (`cpu.max` is normalised to it).
-const CFS_PERIOD_US: i64 = 100_000;
 
 /// What BE pods are allowed after a tick, in milli-cores, as upstream's
 /// `koordlet_be_suppress_cpu_cores` reports it: the besteffort quota in force (policy

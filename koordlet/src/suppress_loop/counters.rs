@@ -7,6 +7,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
+use koordlet_core::strategies::CFS_PERIOD_US;
+
 use super::parse_error;
 use crate::system::SystemError;
 
@@ -142,11 +144,11 @@ pub(crate) fn cpu_list_len(text: &str) -> Option<usize> {
     Some(n)
 }
 
-/// `cpu.max` as a v1 quota per 100 ms period (-1 for `max`).
+/// `cpu.max` as a v1 quota per [`CFS_PERIOD_US`] (-1 for `max`).
 pub(crate) fn cpu_max_quota(text: &str) -> Option<i64> {
     let mut fields = text.split_ascii_whitespace();
     let quota = fields.next()?;
-    let period: i64 = fields.next().map_or(Some(100_000), |p| p.parse().ok())?;
+    let period: i64 = fields.next().map_or(Some(CFS_PERIOD_US), |p| p.parse().ok())?;
     if quota == "max" {
         return Some(-1);
     }
@@ -154,7 +156,7 @@ pub(crate) fn cpu_max_quota(text: &str) -> Option<i64> {
     if period <= 0 {
         return None;
     }
-    Some(quota.saturating_mul(100_000) / period)
+    Some(quota.saturating_mul(CFS_PERIOD_US) / period)
 }
 
 #[cfg(test)]
