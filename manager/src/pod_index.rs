@@ -83,15 +83,28 @@ impl PodIndex {
         self.inner.write().unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// Applies one watcher event; returns the nodes whose pods changed.
+    /// Applies one watcher event; returns the nodes whose pods changed as the formula sees
+    /// them: a pod bound, moved or gone, or its facts changed. A status or label update that
+    /// leaves the facts as they were (most pod updates) returns none.
     pub fn apply(&self, event: watcher::Event<Pod>) -> Vec<String> {
         let mut inner = self.write();
         let inner = &mut *inner;
         match event {
             watcher::Event::Apply(pod) => {
-                let old = inner.node_of.get(&key_of(&pod)).cloned();
-                let new = insert(&mut inner.by_node, &mut inner.node_of, &pod);
-                old.into_iter().chain(new).collect()
+                let key = key_of(&pod);
+                let facts_of = |inner: &Inner| {
+                    let node = inner.node_of.get(&key)?;
+                    Some((node.clone(), inner.by_node.get(node)?.get(&key)?.clone()))
+                };
+                let before = facts_of(inner);
+                insert(&mut inner.by_node, &mut inner.node_of, &pod);
+                let after = facts_of(inner);
+                if before == after {
+                    return Vec::new();
+                }
+                let mut nodes: Vec<String> = before.into_iter().chain(after).map(|(node, _)| node).collect();
+                nodes.dedup();
+                nodes
             }
             watcher::Event::Delete(pod) => {
                 let key = key_of(&pod);
@@ -176,5 +189,126 @@ impl PodIndex {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>, cpu: &str, phase: &str, label: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ns", "name": name, "labels": {"rev": label}},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]
+            },
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    fn ready() -> PodIndex {
+        let index = PodIndex::default();
+        assert!(index.apply(watcher::Event::InitDone).is_empty());
+        index
+    }
+
+    #[test]
+    fn binding_a_pod_changes_its_node_and_an_unbound_pod_none() {
+        let index = ready();
+        assert!(
+            index
+                .apply(watcher::Event::Apply(pod("p", None, "1", "Pending", "a")))
+                .is_empty()
+        );
+        assert_eq!(
+            index.apply(watcher::Event::Apply(pod("p", Some("n1"), "1", "Pending", "a"))),
+            ["n1"]
+        );
+        assert_eq!(index.pods_on("n1").len(), 1);
+    }
+
+    #[test]
+    fn an_update_the_formula_does_not_see_changes_no_node() {
+        let index = ready();
+        index.apply(watcher::Event::Apply(pod("p", Some("n1"), "1", "Pending", "a")));
+        // Labels and a Pending → Running move leave the facts as they were.
+        assert!(
+            index
+                .apply(watcher::Event::Apply(pod("p", Some("n1"), "1", "Pending", "b")))
+                .is_empty()
+        );
+        assert!(
+            index
+                .apply(watcher::Event::Apply(pod("p", Some("n1"), "1", "Running", "b")))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn requests_phase_moves_and_deletes_change_their_nodes() {
+        let index = ready();
+        index.apply(watcher::Event::Apply(pod("p", Some("n1"), "1", "Running", "a")));
+        assert_eq!(
+            index.apply(watcher::Event::Apply(pod("p", Some("n1"), "2", "Running", "a"))),
+            ["n1"]
+        );
+        assert_eq!(index.pods_on("n1")[0].request.cpu, 2000);
+        // A finished pod holds nothing: its node changes.
+        assert_eq!(
+            index.apply(watcher::Event::Apply(pod("p", Some("n1"), "2", "Succeeded", "a"))),
+            ["n1"]
+        );
+        // Rebound elsewhere (a foreign server could): both nodes change.
+        assert_eq!(
+            index.apply(watcher::Event::Apply(pod("p", Some("n2"), "2", "Succeeded", "a"))),
+            ["n1", "n2"]
+        );
+        assert!(index.pods_on("n1").is_empty());
+        assert_eq!(
+            index.apply(watcher::Event::Delete(pod(
+                "p",
+                Some("n2"),
+                "2",
+                "Succeeded",
+                "a"
+            ))),
+            ["n2"]
+        );
+        assert_eq!(index.len(), 0);
+        // Deleting what is not indexed changes nothing.
+        assert!(
+            index
+                .apply(watcher::Event::Delete(pod("p", Some("n2"), "2", "Running", "a")))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_relist_changes_every_node_once_it_is_done() {
+        let index = PodIndex::default();
+        assert!(!index.is_ready());
+        assert!(index.apply(watcher::Event::Init).is_empty());
+        assert!(
+            index
+                .apply(watcher::Event::InitApply(pod(
+                    "p",
+                    Some("n1"),
+                    "1",
+                    "Running",
+                    "a"
+                )))
+                .is_empty()
+        );
+        assert!(
+            index.pods_on("n1").is_empty(),
+            "swapped in at the end of the list"
+        );
+        assert_eq!(index.apply(watcher::Event::InitDone), ["n1"]);
+        assert!(index.is_ready());
+        assert_eq!(index.pods_on("n1").len(), 1);
     }
 }

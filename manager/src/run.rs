@@ -261,16 +261,22 @@ pub async fn run(
         tasks.push(tokio::spawn(drain(nodemetric::NAME, controller)));
     }
     if args.controllers.contains(&ControllerName::Noderesource) {
-        // Pods and NodeMetrics are kept only as the few numbers the formula reads.
+        // Pods and NodeMetrics are kept only as the few numbers the formula reads. A pod bound
+        // to a node, gone from it, or changed as the formula sees it (phase, priority, QoS,
+        // requests, NUMA placement) reconciles its node, after the index has it: batch
+        // resources follow scheduling at once instead of at the next report or resync.
         let pod_events = watcher(Api::<Pod>::all(client.clone()), wc.clone()).default_backoff();
         let indexed = (pods.clone(), ctx.metrics.clone());
-        background.push(tokio::spawn(pods.follow(pod_events).for_each(move |_| {
-            let (pods, metrics) = &indexed;
-            metrics
-                .pods_indexed
-                .set(i64::try_from(pods.len()).unwrap_or(i64::MAX));
-            futures::future::ready(())
-        })));
+        let pod_changes = pods
+            .follow(pod_events)
+            .inspect(move |_| {
+                let (pods, metrics) = &indexed;
+                metrics
+                    .pods_indexed
+                    .set(i64::try_from(pods.len()).unwrap_or(i64::MAX));
+            })
+            .flat_map(futures::stream::iter)
+            .map(|node| ObjectRef::<Node>::new(&node));
         let metric_events = watcher(Api::<NodeMetric>::all(client.clone()), wc.clone()).default_backoff();
         background.push(tokio::spawn(
             usage
@@ -289,6 +295,7 @@ pub async fn run(
         // above, the next resync picks the report up.
         let controller = node_controller()
             .reconcile_on(nrt_changes)
+            .reconcile_on(pod_changes)
             .watches(
                 Api::<NodeMetric>::all(client.clone()),
                 wc.clone(),

@@ -497,3 +497,52 @@ async fn cpu_normalization_ratio_from_the_reported_cpu_scales_batch_cpu() {
     })
     .await;
 }
+
+/// With a resync of an hour and no new report, a pod bound to the node and then deleted moves
+/// batch-cpu at once: the pod watch reconciles its node.
+#[tokio::test]
+async fn a_pod_bound_or_deleted_moves_batch_cpu_without_a_report_or_resync() {
+    let (_cluster, client) = cluster().await;
+    config_map(&client, &SEED_001).await;
+    add_node(&client, "n1").await;
+    let mut run_args = args(false, 30, "m1");
+    run_args.resync = Duration::from_secs(3600);
+    let (_stop, _task) = start(&client, run_args);
+    eventually("NodeMetric", PATIENCE, || async {
+        Api::<NodeMetric>::all(client.clone())
+            .get_opt("n1")
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    report_usage(&client, "n1", "7").await;
+    // 100 − 40 (reclaim 60 %) − 7 = 53 cores.
+    eventually("batch-cpu on n1", PATIENCE, || async {
+        batch_cpu(&client, "n1").await == Some(canonical("53000"))
+    })
+    .await;
+
+    // An LS pod the report has not measured counts by its request: 53 − 20 = 33 cores.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "payment"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "app",
+            "resources": {"requests": {"cpu": "20"}}}]}
+    }))
+    .unwrap();
+    let started = Instant::now();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("batch-cpu falls with the pod bound", PATIENCE, || async {
+        batch_cpu(&client, "n1").await == Some(canonical("33000"))
+    })
+    .await;
+    println!("batch-cpu followed the bound pod in {:?}", started.elapsed());
+    let started = Instant::now();
+    pods.delete("payment", &Default::default()).await.unwrap();
+    eventually("batch-cpu rises with the pod gone", PATIENCE, || async {
+        batch_cpu(&client, "n1").await == Some(canonical("53000"))
+    })
+    .await;
+    println!("batch-cpu followed the deleted pod in {:?}", started.elapsed());
+}
