@@ -4,7 +4,10 @@
 //! - the manager's RSS per pod (target ≤ 2 KiB): the manager runs as its own process (the
 //!   `koord-manager` binary), so its RSS holds nothing of the API server. RSS is read once all
 //!   NodeSLOs exist but no pod does, then after 30,000 pods arrived by watch, then in a fresh
-//!   process that lists them at start; per pod = (RSS − RSS without pods) / pods.
+//!   process that lists them at start; per pod = (RSS − RSS without pods) / pods;
+//! - the manager's CPU time while the 30,000 pods arrive (each bound pod reconciles its node);
+//! - time from an LS pod bound to a node (and deleted again) to its batch-cpu updated, with
+//!   every other pod in place.
 //!
 //! Run: `cargo bench -p koord-manager --bench embedded_cluster`
 //! (`KOORD_BENCH_NODES`, `KOORD_BENCH_PODS_PER_NODE` change the scale).
@@ -32,6 +35,7 @@ use serde_json::{Value, json};
 
 const NS: &str = "koordinator-system";
 const PARALLEL: usize = 32;
+const NODERESOURCE_RECONCILES: &str = "koord_manager_reconciles_total{controller=\"noderesource\"}";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -200,6 +204,27 @@ impl Manager {
         Manager { child, metrics }
     }
 
+    /// User + system CPU time of the whole process (every thread), from `/proc/<pid>/stat`.
+    fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the command name (which may hold spaces): utime and stime are the 12th
+        // and 13th of them, in clock ticks.
+        let rest = stat.rsplit_once(')').unwrap().1;
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        let ticks = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse::<u64>().ok())
+            .unwrap_or(100);
+        Duration::from_millis((fields[0] + fields[1]) * 1000 / ticks)
+    }
+
     fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
         status
@@ -281,6 +306,63 @@ async fn wait_node_slos(client: &Client, nodes: usize) {
     }
 }
 
+async fn batch_cpu(client: &Client, node: &str) -> Option<String> {
+    let node = Api::<Node>::all(client.clone()).get(node).await.unwrap();
+    node.status?
+        .allocatable?
+        .get("kubernetes.io/batch-cpu")
+        .map(|q| koord_api::canonical_quantity(&q.0).unwrap())
+}
+
+/// Polls until `node`'s batch-cpu satisfies `done`; returns how long that took.
+async fn until_batch_cpu(client: &Client, node: &str, done: impl Fn(Option<&str>) -> bool) -> Duration {
+    let start = Instant::now();
+    while !done(batch_cpu(client, node).await.as_deref()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{node}: batch-cpu did not move from {:?}",
+            batch_cpu(client, node).await
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+/// Binds an LS pod of 40 cores (unmeasured, so it counts by its request) to `node-0` and
+/// deletes it again; prints how long batch-cpu took to follow each.
+async fn follow_bound_pod(client: &Client) {
+    let node = "node-0";
+    until_batch_cpu(client, node, |v| v.is_some()).await;
+    let before = batch_cpu(client, node).await;
+    let pod_api = dynamic(client, "v1", "Pod", "pods", Some("default"));
+    let probe = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "bound-probe", "namespace": "default"},
+        "spec": {"nodeName": node, "priorityClassName": "koord-prod", "priority": 9000,
+            "containers": [{"name": "main", "image": "app",
+                "resources": {"requests": {"cpu": "40", "memory": "1Gi"}}}]}});
+    let start = Instant::now();
+    create_all(&pod_api, std::iter::once(probe)).await;
+    let created = start.elapsed();
+    let took = until_batch_cpu(client, node, |v| v.map(str::to_string) != before).await;
+    let bound = batch_cpu(client, node).await;
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
+    println!(
+        "  LS pod bound to {node} -> its batch-cpu updated: {:?} (from {} to {})",
+        created + took,
+        show(&before),
+        show(&bound)
+    );
+    // Not necessarily back to `before`: that may have been a value the diff threshold held.
+    let start = Instant::now();
+    pod_api.delete("bound-probe", &Default::default()).await.unwrap();
+    until_batch_cpu(client, node, |v| v.map(str::to_string) != bound).await;
+    println!(
+        "  LS pod deleted -> batch-cpu updated: {:?} (to {})",
+        start.elapsed(),
+        show(&batch_cpu(client, node).await)
+    );
+}
+
 fn per_pod(rss: u64, baseline: u64, pods: usize) -> String {
     let bytes = (rss.saturating_sub(baseline) * 1024) as f64 / pods as f64;
     format!("{bytes:.0} B/pod")
@@ -332,6 +414,8 @@ async fn main() {
     println!("  manager RSS without pods: {} MiB", rss_empty / 1024);
 
     // 2. Pods arrive by watch.
+    let cpu_before = manager.cpu_time();
+    let reconciles_before = manager.metric(NODERESOURCE_RECONCILES).await.unwrap_or(0.0);
     let start = Instant::now();
     let pod_api = dynamic(&client, "v1", "Pod", "pods", Some("default"));
     create_all(
@@ -342,12 +426,20 @@ async fn main() {
     println!("  created {pods} pods in {:?}", start.elapsed());
     manager.wait_pods_indexed(pods).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
+    println!(
+        "  manager CPU time while {pods} pods arrived: {:?} ({} noderesource reconciles)",
+        manager.cpu_time() - cpu_before,
+        manager.metric(NODERESOURCE_RECONCILES).await.unwrap_or(0.0) - reconciles_before
+    );
     let rss_watched = manager.rss_kib();
     println!(
         "  manager RSS with {pods} pods (arrived by watch): {} MiB = {} (target <= 2048 B/pod)",
         rss_watched / 1024,
         per_pod(rss_watched, rss_empty, pods)
     );
+
+    // An LS pod bound to a node, then deleted: its batch-cpu follows at once.
+    follow_bound_pod(&client).await;
 
     // 3. ConfigMap change → every NodeSLO updated.
     for suppress in [66, 67] {
