@@ -465,5 +465,69 @@ async fn main() {
     );
     let took = all_node_slos(&client, nodes, 68, config_map(&client, 68)).await;
     println!("  ConfigMap change -> all {nodes} NodeSLOs updated (restarted manager): {took:?}");
+
+    // 5. Node churn: as many Nodes again, created and deleted twice. A second cycle that ends
+    // where the first did means what the first left is reused memory, not per-node state kept.
+    for cycle in 1..=2 {
+        let took = churn_nodes(&client, nodes).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        println!(
+            "  {nodes} more Nodes created and deleted (cycle {cycle}, {took:?}): manager RSS {} MiB",
+            manager.rss_kib() / 1024
+        );
+    }
     drop(manager);
+}
+
+/// NodeSLOs whose name starts with `prefix`.
+async fn node_slos_named(client: &Client, prefix: &str) -> usize {
+    Api::<NodeSLO>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|slo| {
+            slo.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .count()
+}
+
+/// Creates `nodes` Nodes named `churn-<n>`, waits for their NodeSLOs, deletes them and waits
+/// until their NodeSLOs are gone; returns how long the cycle took.
+async fn churn_nodes(client: &Client, nodes: usize) -> Duration {
+    let start = Instant::now();
+    let node_api = dynamic(client, "v1", "Node", "nodes", None);
+    create_all(
+        &node_api,
+        (0..nodes).map(|n| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("churn-{n}")},
+                "status": {"capacity": {"cpu": "96", "memory": "384Gi", "pods": "110"}}})
+        }),
+    )
+    .await;
+    while node_slos_named(client, "churn-").await < nodes {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stream::iter(0..nodes)
+        .map(|n| {
+            let node_api = &node_api;
+            async move {
+                node_api
+                    .delete(&format!("churn-{n}"), &Default::default())
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+    while node_slos_named(client, "churn-").await > 0 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    start.elapsed()
 }
