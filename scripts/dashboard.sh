@@ -5,7 +5,9 @@
 # recording's time range.
 #
 #   scripts/dashboard.sh render [--recording FILE] [--out PNG]   # screenshot to docs/dashboard.png
-#   scripts/dashboard.sh check  [--recording FILE] [--out PNG]   # the same, screenshot in a temp dir
+#   scripts/dashboard.sh check  [--recording FILE] [--out PNG] [--dashboard JSON]
+#                                              # the same, screenshot in a temp dir; --dashboard
+#                                              # previews another dashboard than the chart's
 #   scripts/dashboard.sh record [--out FILE]   # a new recording from the real cluster this checkout
 #                                              # runs (scripts/real-cluster.sh up + install)
 #
@@ -45,7 +47,7 @@ skip() {
 }
 
 usage() {
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -124,8 +126,9 @@ free_port() {
 start_prometheus() {
     local site="$WORK/site" attempt port i
     mkdir -p "$site"
-    cp "$PREVIEW/index.html" "$PREVIEW/preview.js" "$DASHBOARD" "$UPLOT/uPlot.iife.min.js" \
+    cp "$PREVIEW/index.html" "$PREVIEW/preview.js" "$UPLOT/uPlot.iife.min.js" \
         "$UPLOT/uPlot.min.css" "$site/"
+    cp "$DASHBOARD" "$site/koordinator.json"
     printf 'global:\n  scrape_interval: %ss\nscrape_configs: []\n' "$SCRAPE" >"$WORK/prometheus.yml"
     for attempt in 1 2 3; do
         port="$(free_port)"
@@ -195,7 +198,7 @@ for p in summary["panels"]:
 print("total: %d panels, %d with data, %d series (step %ss, $__rate_interval %s)"
       % (panels, panels - len(bad), total, summary.get("step"), summary.get("rate_interval")))
 if bad:
-    print("panels without data: " + ", ".join('"%s"' % t for t in bad), file=sys.stderr)
+    print("panels without data or with a query error: " + ", ".join('"%s"' % t for t in bad), file=sys.stderr)
     sys.exit(1)
 EOF
 }
@@ -209,9 +212,15 @@ render_dashboard() {
         case "$1" in
         --recording) recording="${2:?--recording needs a file}"; shift 2 ;;
         --out) out="${2:?--out needs a file}"; shift 2 ;;
+        --dashboard)
+            [[ "$mode" == check ]] || usage
+            DASHBOARD="${2:?--dashboard needs a file}"
+            shift 2
+            ;;
         *) usage ;;
         esac
     done
+    [[ -r "$DASHBOARD" ]] || die "cannot read the dashboard $DASHBOARD"
     [[ "$mode" == render && -z "$out" ]] && out="$DEFAULT_OUT"
     locate_tools
     make_work_dir

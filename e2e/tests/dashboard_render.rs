@@ -36,32 +36,42 @@ fn reported_series(stdout: &str) -> BTreeMap<String, usize> {
         .collect()
 }
 
-#[test]
-fn every_dashboard_panel_draws_series_from_the_recording() {
-    let repo = repo_root();
+/// Runs `scripts/dashboard.sh check` with `args`; `None` (after printing `skipped:`) when the
+/// tools cannot be had, else the exit code, stdout and stderr.
+fn check(args: &[&std::ffi::OsStr]) -> Option<(Option<i32>, String, String)> {
     let mut cmd = Command::new("bash");
-    cmd.arg(repo.join("scripts/dashboard.sh")).arg("check");
+    cmd.arg(repo_root().join("scripts/dashboard.sh"))
+        .arg("check")
+        .args(args);
     if let Ok(recording) = std::env::var("KOORD_DASHBOARD_RECORDING") {
         cmd.arg("--recording").arg(recording);
     }
     let out = cmd.output().expect("run scripts/dashboard.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    match out.status.code() {
-        Some(3) => {
-            let reason = stderr
-                .lines()
-                .rev()
-                .find_map(|l| l.strip_prefix("skipped: "))
-                .unwrap_or_else(|| stderr.trim());
-            println!("skipped: {reason}");
-            return;
-        }
-        Some(0) => {}
-        code => {
-            panic!("scripts/dashboard.sh check exited {code:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}")
-        }
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.code() == Some(3) {
+        let reason = stderr
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("skipped: "))
+            .unwrap_or_else(|| stderr.trim());
+        println!("skipped: {reason}");
+        return None;
     }
+    Some((out.status.code(), stdout, stderr))
+}
+
+#[test]
+fn every_dashboard_panel_draws_series_from_the_recording() {
+    let repo = repo_root();
+    let Some((code, stdout, stderr)) = check(&[]) else {
+        return;
+    };
+    assert_eq!(
+        code,
+        Some(0),
+        "scripts/dashboard.sh check failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
 
     let path = repo.join("charts/koordinator/dashboards/koordinator.json");
     let dashboard: Value =
@@ -80,4 +90,56 @@ fn every_dashboard_panel_draws_series_from_the_recording() {
     }
     assert!(checked > 0, "the dashboard has no panels to check");
     print!("{stdout}");
+}
+
+/// As in Grafana, a failing query does not blank its panel: the other queries are drawn, and the
+/// error is reported (so `check` fails); a panel whose only query fails reports the error.
+#[test]
+fn a_failing_query_keeps_the_panels_other_queries_and_is_reported() {
+    let panel = |id: u32, title: &str, exprs: &[&str]| {
+        serde_json::json!({
+            "id": id, "type": "timeseries", "title": title,
+            "gridPos": {"x": 0, "y": id * 8, "w": 24, "h": 8},
+            "targets": exprs.iter().map(|e| serde_json::json!({"expr": e, "legendFormat": "{{pod}}"})).collect::<Vec<_>>(),
+        })
+    };
+    let dashboard = serde_json::json!({
+        "title": "previewer errors",
+        "templating": {"list": []},
+        "panels": [
+            panel(0, "good and broken", &["up", "rate(up["]),
+            panel(1, "only broken", &["sum by (pod) (up"]),
+            panel(2, "only good", &["up"]),
+        ],
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("errors.json");
+    std::fs::write(&path, dashboard.to_string()).expect("write the dashboard");
+    let Some((code, stdout, stderr)) = check(&["--dashboard".as_ref(), path.as_os_str()]) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "a query error fails the check\n{stdout}\n{stderr}");
+    let line = |title: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("panel \"{title}\": ")))
+            .unwrap_or_else(|| panic!("no line for {title:?}\n{stdout}\n{stderr}"))
+            .to_string()
+    };
+    let reported = reported_series(&stdout);
+    let good_and_broken = line("good and broken");
+    assert!(reported["good and broken"] >= 1, "{good_and_broken}");
+    assert!(good_and_broken.contains("(error: "), "{good_and_broken}");
+    let only_broken = line("only broken");
+    assert_eq!(reported["only broken"], 0, "{only_broken}");
+    assert!(only_broken.contains("(error: "), "{only_broken}");
+    let only_good = line("only good");
+    assert!(
+        reported["only good"] >= 1 && !only_good.contains("error"),
+        "{only_good}"
+    );
+    assert!(
+        stderr.contains("panels without data or with a query error: \"good and broken\", \"only broken\""),
+        "{stderr}"
+    );
 }

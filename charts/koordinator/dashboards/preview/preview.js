@@ -6,9 +6,12 @@
 // their allValue (`.*`), `$__interval` the step, `$__rate_interval`
 // max($__interval + scrape interval, 4 * scrape interval).
 //
+// A failing query does not stop the panel's other queries (as in Grafana): what they return is
+// drawn and the panel title gets an error badge; a panel whose every query failed shows the error.
+//
 // For the render script each panel element carries data-title, data-series (series with at least
-// one finite point; rows of a table) and data-error (a failed query); when every panel is done,
-// body[data-done="1"] and <pre id="summary"> holds a JSON summary.
+// one finite point; rows of a table) and data-error (the failed queries' errors); when every panel
+// is done, body[data-done="1"] and <pre id="summary"> holds a JSON summary.
 "use strict";
 
 const COLUMNS = 24;
@@ -167,6 +170,23 @@ async function prom(path, query) {
 
 // ---------- panels ----------
 
+// Waits for every query of a panel: the results of those that worked, the errors of the others.
+async function settle(queries) {
+  const settled = await Promise.allSettled(queries);
+  return {
+    results: settled.filter((s) => s.status === "fulfilled").map((s) => s.value),
+    errors: settled
+      .filter((s) => s.status === "rejected")
+      .map((s) => String((s.reason && s.reason.message) || s.reason)),
+  };
+}
+
+// What a panel drew: with nothing drawn and a query failed, the error is the panel's content.
+function drawn(count, errors) {
+  if (count === 0 && errors.length > 0) throw new Error(errors.join("; "));
+  return { count, errors };
+}
+
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -180,7 +200,7 @@ function showNoData(body) {
 
 async function timeseriesPanel(panel, body, ctx) {
   const targets = (panel.targets || []).filter((t) => !t.hide && t.expr);
-  const results = await Promise.all(
+  const { results, errors } = await settle(
     targets.map((t) =>
       prom("/api/v1/query_range", {
         query: substitute(t.expr, ctx.values),
@@ -209,8 +229,8 @@ async function timeseriesPanel(panel, body, ctx) {
     }
   }
   if (series.length === 0) {
-    showNoData(body);
-    return 0;
+    if (errors.length === 0) showNoData(body);
+    return drawn(0, errors);
   }
   const unit = panel.fieldConfig && panel.fieldConfig.defaults && panel.fieldConfig.defaults.unit;
   const legend = el("div", "legend");
@@ -269,12 +289,12 @@ async function timeseriesPanel(panel, body, ctx) {
     ],
   };
   new uPlot(opts, [xs, ...series.map((s) => s.ys)], chart);
-  return series.length;
+  return drawn(series.length, errors);
 }
 
 async function tablePanel(panel, body, ctx) {
   const targets = (panel.targets || []).filter((t) => !t.hide && t.expr);
-  const results = await Promise.all(
+  const { results, errors } = await settle(
     targets.map((t) => prom("/api/v1/query", { query: substitute(t.expr, ctx.values), time: ctx.end })),
   );
   const rows = [];
@@ -283,8 +303,8 @@ async function tablePanel(panel, body, ctx) {
     for (const r of list) rows.push({ metric: r.metric, t: r.value[0], v: r.value[1] });
   }
   if (rows.length === 0) {
-    showNoData(body);
-    return 0;
+    if (errors.length === 0) showNoData(body);
+    return drawn(0, errors);
   }
   const labels = [...new Set(rows.flatMap((r) => Object.keys(r.metric)))].filter((l) => l !== "__name__").sort();
   const table = el("table", "data");
@@ -300,7 +320,7 @@ async function tablePanel(panel, body, ctx) {
     table.appendChild(tr);
   }
   body.appendChild(table);
-  return rows.length;
+  return drawn(rows.length, errors);
 }
 
 // Top-level panels in reading order. A collapsed row keeps its panels inside it (row.panels), and
@@ -379,9 +399,16 @@ async function main() {
         if (panel.type === "timeseries" && typeof uPlot === "undefined") throw new Error("uPlot is not loaded");
         return draw(panel, body, ctx);
       })()
-        .then((n) => {
-          entry.series = n;
-          box.dataset.series = String(n);
+        .then(({ count, errors }) => {
+          entry.series = count;
+          box.dataset.series = String(count);
+          if (errors.length > 0) {
+            entry.error = errors.join("; ");
+            box.dataset.error = entry.error;
+            const badge = el("span", "pbadge", "!");
+            badge.title = entry.error;
+            title.prepend(badge);
+          }
         })
         .catch((e) => {
           entry.error = String((e && e.message) || e);
