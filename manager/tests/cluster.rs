@@ -48,14 +48,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
             })
         })
         .await;
-        eventually("NodeMetric", PATIENCE, || async {
-            Api::<NodeMetric>::all(client.clone())
-                .get_opt(name)
-                .await
-                .unwrap()
-                .is_some()
-        })
-        .await;
+        wait_node_metric(&client, name).await;
     }
 
     // Node added and removed.
@@ -85,10 +78,7 @@ async fn manager_follows_config_nodes_and_node_metrics() {
         .await
         .unwrap();
     // Defaults: reclaim 60 % CPU → 100 − 40 − 7 = 53 cores.
-    eventually("batch-cpu on n1", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "batch-cpu on n1").await;
     let stale = (jiff::Timestamp::now() - jiff::SignedDuration::from_mins(16)).to_string();
     metrics
         .patch_status("n1", &PatchParams::default(), &Patch::Merge(report(stale)))
@@ -214,14 +204,7 @@ async fn drive_every_controller(client: &Client, node: &str, suppress: i64, syst
         ],
     )
     .await;
-    eventually("NodeMetric of the new node", PATIENCE, || async {
-        Api::<NodeMetric>::all(client.clone())
-            .get_opt(node)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_node_metric(client, node).await;
     for name in ["n1", node] {
         eventually("NodeSLO follows the config", PATIENCE, || async {
             suppress_percent(client, name).await == Some(suppress)
@@ -229,10 +212,7 @@ async fn drive_every_controller(client: &Client, node: &str, suppress: i64, syst
         .await;
     }
     report_usage(client, "n1", system_cpu).await;
-    eventually("batch-cpu on n1", PATIENCE, || async {
-        batch_cpu(client, "n1").await == Some(canonical(batch))
-    })
-    .await;
+    wait_batch_cpu(client, "n1", batch, "batch-cpu on n1").await;
 }
 
 #[tokio::test]
@@ -443,21 +423,11 @@ async fn cpu_normalization_ratio_from_the_reported_cpu_scales_batch_cpu() {
     .await;
     add_node(&client, "n1").await;
     let (_stop, _task) = start(&client, args(false, 30, "m1"));
-    eventually("NodeMetric", PATIENCE, || async {
-        Api::<NodeMetric>::all(client.clone())
-            .get_opt("n1")
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_node_metric(&client, "n1").await;
     report_usage(&client, "n1", "7").await;
 
     // No CPU facts yet: on, but undecided; no annotation, batch-cpu unscaled (100 − 40 − 7).
-    eventually("unscaled batch-cpu", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "unscaled batch-cpu").await;
     assert_eq!(node_annotation(&client, "n1", RATIO).await, None);
 
     // koordlet reports the model without turbo: 1.25, batch-cpu 53000 × 1.25.
@@ -508,20 +478,10 @@ async fn a_pod_bound_or_deleted_moves_batch_cpu_without_a_report_or_resync() {
     let mut run_args = args(false, 30, "m1");
     run_args.resync = Duration::from_secs(3600);
     let (_stop, _task) = start(&client, run_args);
-    eventually("NodeMetric", PATIENCE, || async {
-        Api::<NodeMetric>::all(client.clone())
-            .get_opt("n1")
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_node_metric(&client, "n1").await;
     report_usage(&client, "n1", "7").await;
     // 100 − 40 (reclaim 60 %) − 7 = 53 cores.
-    eventually("batch-cpu on n1", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "batch-cpu on n1").await;
 
     // An LS pod the report has not measured counts by its request: 53 − 20 = 33 cores.
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
@@ -533,16 +493,10 @@ async fn a_pod_bound_or_deleted_moves_batch_cpu_without_a_report_or_resync() {
     .unwrap();
     let started = Instant::now();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    eventually("batch-cpu falls with the pod bound", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("33000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "33000", "batch-cpu falls with the pod bound").await;
     println!("batch-cpu followed the bound pod in {:?}", started.elapsed());
     let started = Instant::now();
     pods.delete("payment", &Default::default()).await.unwrap();
-    eventually("batch-cpu rises with the pod gone", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "batch-cpu rises with the pod gone").await;
     println!("batch-cpu followed the deleted pod in {:?}", started.elapsed());
 }

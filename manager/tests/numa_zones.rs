@@ -117,14 +117,7 @@ async fn zone_batch_entries_are_written_once_and_other_writers_entries_survive()
     create_pod_on_numa_0(&client, "n1").await;
     let (recording, traffic) = recording_client(&client);
     let (_stop, _task) = start(&recording, args(false, 30, "m1"));
-    eventually("NodeMetric", PATIENCE, || async {
-        Api::<NodeMetric>::all(client.clone())
-            .get_opt("n1")
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_node_metric(&client, "n1").await;
     // No report yet: degraded, the object is left as it is.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(nrt_writes(&traffic.writes()).is_empty(), "{:?}", traffic.writes());

@@ -72,20 +72,10 @@ async fn the_manager_takes_back_batch_cpu_another_writer_changed_and_leaves_the_
     let metrics = koord_test_support::free_loopback_addr().unwrap();
     run_args.metrics_addr = metrics;
     let (_stop, _task) = start(&client, run_args);
-    eventually("NodeMetric", PATIENCE, || async {
-        Api::<NodeMetric>::all(client.clone())
-            .get_opt("n1")
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_node_metric(&client, "n1").await;
     report_usage(&client, "n1", "7").await;
     // Defaults: reclaim 60 % CPU → 100 − 40 − 7 = 53 cores.
-    eventually("batch-cpu on n1", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "batch-cpu on n1").await;
     let managed = entries(&client, "n1").await;
     assert_eq!(
         owners(&managed, "allocatable", BATCH_CPU),
@@ -99,10 +89,7 @@ async fn the_manager_takes_back_batch_cpu_another_writer_changed_and_leaves_the_
         .patch_status("n1", &field_manager("other-writer"), &Patch::Merge(other))
         .await
         .unwrap();
-    eventually("batch-cpu taken back", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "batch-cpu taken back").await;
     let series = r#"koord_manager_apply_conflicts_total{resource="nodes/status"}"#;
     koord_test_support::wait_for("the conflict counted", PATIENCE, async || {
         koord_test_support::scrape(metrics)
@@ -163,14 +150,7 @@ async fn batch_and_mid_resources_an_earlier_version_merge_patched_are_removed() 
         .await
         .unwrap();
     let (_stop, _task) = start(&client, args(false, 30, "m1"));
-    eventually("NodeMetric", PATIENCE, || async {
-        Api::<NodeMetric>::all(client.clone())
-            .get_opt("n1")
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_node_metric(&client, "n1").await;
     report_usage(&client, "n1", "7").await;
     eventually("batch and mid resources removed", PATIENCE, || async {
         let mut names: Vec<String> = resources(&client, "n1", "capacity")
@@ -213,10 +193,7 @@ async fn a_steady_state_makes_no_writes() {
     })
     .await;
     report_usage(&client, "n1", "7").await;
-    eventually("batch-cpu on n1", PATIENCE, || async {
-        batch_cpu(&client, "n1").await == Some(canonical("53000"))
-    })
-    .await;
+    wait_batch_cpu(&client, "n1", "53000", "batch-cpu on n1").await;
     // Let the writes of that round (annotation, Events) land, then watch several resyncs.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let settled = traffic.writes();

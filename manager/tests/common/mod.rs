@@ -131,12 +131,33 @@ pub async fn node_slo(client: &Client, name: &str) -> Option<NodeSLO> {
 
 /// The node's batch-cpu in canonical form (a real API server, and the embedded one, store
 /// `53000` as `53k`), so tests compare values, not spellings.
+/// Waits until the manager created `name`'s NodeMetric.
+pub async fn wait_node_metric(client: &Client, name: &str) {
+    koord_test_support::eventually("NodeMetric", PATIENCE, || async {
+        Api::<NodeMetric>::all(client.clone())
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+}
+
 pub async fn batch_cpu(client: &Client, name: &str) -> Option<String> {
     let node = Api::<Node>::all(client.clone()).get(name).await.unwrap();
     node.status?
         .allocatable?
         .get("kubernetes.io/batch-cpu")
         .map(|q| koord_api::canonical_quantity(&q.0).unwrap())
+}
+
+/// Waits until `node`'s batch-cpu is `quantity` (any form of it); `what` names the wait.
+pub async fn wait_batch_cpu(client: &Client, node: &str, quantity: &str, what: &str) {
+    let expected = canonical(quantity);
+    koord_test_support::eventually(what, PATIENCE, || async {
+        batch_cpu(client, node).await.as_ref() == Some(&expected)
+    })
+    .await;
 }
 
 pub fn canonical(quantity: &str) -> String {
