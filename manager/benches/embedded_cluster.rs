@@ -85,16 +85,21 @@ fn pod(node: usize, i: usize) -> Value {
         "status": {"phase": "Running", "qosClass": "Burstable", "podIP": "10.0.0.1"}})
 }
 
-async fn create_all(api: &Api<DynamicObject>, objects: impl Iterator<Item = Value>) {
-    stream::iter(objects)
-        .map(|object| async move {
-            let object: DynamicObject = serde_json::from_value(object).unwrap();
-            api.create(&PostParams::default(), &object).await.map(|_| ())
-        })
+/// Runs `requests`, `PARALLEL` at a time; panics on the first that fails.
+async fn run_parallel(requests: impl Iterator<Item = impl Future<Output = Result<(), kube::Error>>>) {
+    stream::iter(requests)
         .buffer_unordered(PARALLEL)
         .try_collect::<Vec<()>>()
         .await
         .unwrap();
+}
+
+async fn create_all(api: &Api<DynamicObject>, objects: impl Iterator<Item = Value>) {
+    run_parallel(objects.map(|object| async move {
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        api.create(&PostParams::default(), &object).await.map(|_| ())
+    }))
+    .await;
 }
 
 fn dynamic(
@@ -147,36 +152,32 @@ async fn load_nodes(client: &Client, nodes: usize, pods_per_node: usize) {
     )
     .await;
     let now = jiff::Timestamp::now().to_string();
-    stream::iter(0..nodes)
-        .map(|n| {
-            let (nodes_api, metrics_api, now) = (&nodes_api, &metrics_api, &now);
-            async move {
-                let name = format!("node-{n}");
-                let capacity = json!({"cpu": "96", "memory": "384Gi", "pods": "110"});
-                let status = json!({"status": {"capacity": capacity, "allocatable": capacity}});
-                nodes_api
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
-                    .await?;
-                let pods: Vec<Value> = (0..pods_per_node)
-                    .map(|i| {
-                        json!({"namespace": "default", "name": pod_name(n, i),
+    run_parallel((0..nodes).map(|n| {
+        let (nodes_api, metrics_api, now) = (&nodes_api, &metrics_api, &now);
+        async move {
+            let name = format!("node-{n}");
+            let capacity = json!({"cpu": "96", "memory": "384Gi", "pods": "110"});
+            let status = json!({"status": {"capacity": capacity, "allocatable": capacity}});
+            nodes_api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                .await?;
+            let pods: Vec<Value> = (0..pods_per_node)
+                .map(|i| {
+                    json!({"namespace": "default", "name": pod_name(n, i),
                         "podUsage": {"resources": {"cpu": "200m", "memory": "600Mi"}}})
-                    })
-                    .collect();
-                let report = json!({"status": {"updateTime": now,
+                })
+                .collect();
+            let report = json!({"status": {"updateTime": now,
                     "nodeMetric": {"nodeUsage": {"resources": {"cpu": "30", "memory": "100Gi"}},
                                    "systemUsage": {"resources": {"cpu": "2", "memory": "4Gi"}}},
                     "podsMetric": pods}});
-                metrics_api
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(report))
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(PARALLEL)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
+            metrics_api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(report))
+                .await
+                .map(|_| ())
+        }
+    }))
+    .await;
 }
 
 fn free_port() -> SocketAddr {
@@ -512,20 +513,16 @@ async fn churn_nodes(client: &Client, nodes: usize) -> Duration {
     while node_slos_named(client, "churn-").await < nodes {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    stream::iter(0..nodes)
-        .map(|n| {
-            let node_api = &node_api;
-            async move {
-                node_api
-                    .delete(&format!("churn-{n}"), &Default::default())
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(PARALLEL)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
+    run_parallel((0..nodes).map(|n| {
+        let node_api = &node_api;
+        async move {
+            node_api
+                .delete(&format!("churn-{n}"), &Default::default())
+                .await
+                .map(|_| ())
+        }
+    }))
+    .await;
     while node_slos_named(client, "churn-").await > 0 {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
