@@ -5,12 +5,128 @@
 //! was. An outage therefore costs at most one Event per pod and reason, never one per round,
 //! and loses none up to [`MAX_PENDING`] pods and reasons (beyond that the newest are dropped
 //! with a log line and counted).
+//!
+//! Only an unreachable or overloaded API server (no answer, 408, 429, 5xx) keeps an Event: one
+//! the API server refuses (its namespace is being deleted or gone) would be refused again, so
+//! it is dropped with a log line and counted, and never holds back the Events behind it.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{info, warn};
+
+/// Whether publishing may work later: no answer, a timeout, throttling or a server error. Any
+/// other answer is the API server refusing the Event itself.
+fn unreachable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 408 | 429) || s.code >= 500,
+        _ => true,
+    }
+}
+
+/// Publishes Events through kube's [`Recorder`] and keeps those the API server could not take
+/// (see the module docs).
+pub struct EventPublisher {
+    client: kube::Client,
+    reporter: Reporter,
+    recorder: Recorder,
+    backlog: EventBacklog,
+    refused: u64,
+}
+
+impl EventPublisher {
+    /// Events reported by `reporter` through `client`.
+    pub fn new(client: kube::Client, reporter: Reporter) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            client,
+            reporter,
+            backlog: EventBacklog::default(),
+            refused: 0,
+        }
+    }
+
+    /// One attempt. The recorder patches the Event it created before for the same object,
+    /// reason and action; when that Event is gone (deleted with its namespace, or expired) the
+    /// patch gets 404 however often it is retried, so the recorder starts afresh and creates it.
+    async fn send(&mut self, event: &Event, reference: &ObjectReference) -> Result<(), kube::Error> {
+        match self.recorder.publish(event, reference).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+                self.recorder.publish(event, reference).await
+            }
+            other => other,
+        }
+    }
+
+    fn refuse(&mut self, reason: &str, reference: &ObjectReference, error: &kube::Error) {
+        self.refused += 1;
+        let object = format!(
+            "{}/{}",
+            reference.namespace.as_deref().unwrap_or_default(),
+            reference.name.as_deref().unwrap_or_default()
+        );
+        warn!(object = %object, reason = %reason, error = %error, refused = self.refused,
+              "the API server refused an Event; dropped");
+    }
+
+    /// Publishes `event` about `reference`: kept for later when the API server cannot be
+    /// reached, dropped (logged, counted) when it refuses it.
+    pub async fn publish(&mut self, event: Event, reference: ObjectReference, now: jiff::Timestamp) {
+        match self.send(&event, &reference).await {
+            Ok(()) => {}
+            Err(e) if unreachable(&e) => {
+                warn!(object = %format!("{}/{}", reference.namespace.as_deref().unwrap_or_default(),
+                      reference.name.as_deref().unwrap_or_default()),
+                      reason = %event.reason, error = %e,
+                      "cannot publish Event; kept to publish when the API server answers");
+                self.backlog.keep(event, reference, now);
+            }
+            Err(e) => self.refuse(&event.reason, &reference, &e),
+        }
+    }
+
+    /// Publishes what waits, oldest pod first; stops at the first Event that cannot reach the
+    /// API server and keeps it and the rest; drops those refused. Returns how many were
+    /// published.
+    pub async fn flush(&mut self) -> usize {
+        let mut published = 0;
+        while let Some((key, pending)) = self.backlog.pending.first_key_value() {
+            let (key, event, reference) = (
+                key.clone(),
+                EventBacklog::deferred(pending),
+                pending.reference.clone(),
+            );
+            match self.send(&event, &reference).await {
+                Ok(()) => published += 1,
+                Err(e) if unreachable(&e) => {
+                    warn!(error = %e, waiting = self.backlog.len(), "Events still cannot be published");
+                    break;
+                }
+                Err(e) => self.refuse(&event.reason, &reference, &e),
+            }
+            self.backlog.pending.remove(&key);
+        }
+        if published > 0 {
+            info!(
+                published,
+                "Events kept while the API server was unreachable are published"
+            );
+        }
+        published
+    }
+
+    /// Events waiting for the API server.
+    pub fn waiting(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Events the API server refused (dropped).
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+}
 
 /// Pending (pod, reason) pairs kept at most.
 pub const MAX_PENDING: usize = 256;
@@ -98,31 +214,6 @@ impl EventBacklog {
             secondary: None,
         }
     }
-
-    /// Publishes what waits, oldest pod first; stops at the first failure (still unreachable)
-    /// and keeps the rest. Returns how many were published.
-    pub async fn flush(&mut self, recorder: &Recorder) -> usize {
-        let mut published = 0;
-        while let Some((key, pending)) = self.pending.first_key_value() {
-            let key = key.clone();
-            if let Err(e) = recorder
-                .publish(&Self::deferred(pending), &pending.reference)
-                .await
-            {
-                warn!(error = %e, waiting = self.pending.len(), "Events still cannot be published");
-                break;
-            }
-            self.pending.remove(&key);
-            published += 1;
-        }
-        if published > 0 {
-            info!(
-                published,
-                "Events kept while the API server was unreachable are published"
-            );
-        }
-        published
-    }
 }
 
 #[cfg(test)]
@@ -145,6 +236,120 @@ mod tests {
             name: Some(uid.into()),
             ..ObjectReference::default()
         }
+    }
+
+    /// A fake API server for Events: answers 503 to everything while `down`, else 404 to a
+    /// create in namespace `gone` and to a patch (the Event was deleted), 201/200 otherwise.
+    /// Returns the client, the `down` switch and the request log (`METHOD namespace`).
+    fn server() -> (
+        kube::Client,
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    ) {
+        use std::sync::{Arc, Mutex, atomic::AtomicBool, atomic::Ordering};
+        let down = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (is_down, seen) = (down.clone(), log.clone());
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let (down, log) = (is_down.load(Ordering::SeqCst), seen.clone());
+            async move {
+                let namespace = req
+                    .uri()
+                    .path()
+                    .split('/')
+                    .skip_while(|p| *p != "namespaces")
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string();
+                let method = req.method().clone();
+                log.lock().unwrap().push(format!("{method} {namespace}"));
+                let body = req.into_body().collect_bytes().await.unwrap();
+                let (status, reply) = if down {
+                    (
+                        503,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "code": 503, "reason": "ServiceUnavailable", "message": "unavailable"}),
+                    )
+                } else if namespace == "gone" || method == http::Method::PATCH {
+                    (
+                        404,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "code": 404, "reason": "NotFound", "message": "not found"}),
+                    )
+                } else {
+                    let code = if method == http::Method::POST { 201 } else { 200 };
+                    (code, serde_json::from_slice(&body).unwrap())
+                };
+                let response = http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap();
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        (kube::Client::new(service, "default"), down, log)
+    }
+
+    fn in_namespace(uid: &str, namespace: &str) -> ObjectReference {
+        ObjectReference {
+            namespace: Some(namespace.into()),
+            ..pod(uid)
+        }
+    }
+
+    fn reporter() -> Reporter {
+        Reporter {
+            controller: "koordlet".into(),
+            instance: Some("node".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_event_refused_is_dropped_and_does_not_hold_back_the_others() {
+        let (client, down, log) = server();
+        let mut events = EventPublisher::new(client, reporter());
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        down.store(true, std::sync::atomic::Ordering::SeqCst);
+        // The API server cannot be reached: both are kept.
+        events
+            .publish(event("evictPodFail", "a"), in_namespace("a", "gone"), now)
+            .await;
+        events
+            .publish(event("evictPodFail", "b"), in_namespace("b", "ns"), now)
+            .await;
+        assert_eq!((events.waiting(), events.refused()), (2, 0));
+        assert_eq!(events.flush().await, 0, "still down: nothing published");
+        assert_eq!(events.waiting(), 2);
+        // It answers: the Event whose namespace is gone is refused and dropped (its 404 tried
+        // once more with a fresh recorder), the one behind it is published.
+        down.store(false, std::sync::atomic::Ordering::SeqCst);
+        log.lock().unwrap().clear();
+        assert_eq!(events.flush().await, 1);
+        assert_eq!((events.waiting(), events.refused()), (0, 1));
+        assert_eq!(*log.lock().unwrap(), ["POST gone", "POST gone", "POST ns"]);
+        // Refused at once: not kept either.
+        events
+            .publish(event("evictPodFail", "c"), in_namespace("c", "gone"), now)
+            .await;
+        assert_eq!((events.waiting(), events.refused()), (0, 2));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_event_series_is_created_afresh() {
+        let (client, _down, log) = server();
+        let mut events = EventPublisher::new(client, reporter());
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        events
+            .publish(event("evictPodFail", "1"), in_namespace("a", "ns"), now)
+            .await;
+        // The same pod, reason and action again: kube's recorder patches the first Event, which
+        // is gone (404); a fresh recorder creates it instead of keeping it forever.
+        events
+            .publish(event("evictPodFail", "2"), in_namespace("a", "ns"), now)
+            .await;
+        assert_eq!(*log.lock().unwrap(), ["POST ns", "PATCH ns", "POST ns"]);
+        assert_eq!((events.waiting(), events.refused()), (0, 0));
     }
 
     #[test]

@@ -31,10 +31,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
 use koord_api::QoSClass;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use tracing::{error, info, warn};
 
-use crate::event_backlog::EventBacklog;
+use crate::event_backlog::EventPublisher;
 use crate::evict_fallback::{ContainerKiller, EvictionFallback};
 use crate::states::PodMeta;
 use crate::telemetry::Telemetry;
@@ -217,13 +217,12 @@ pub struct Evictor {
     client: kube::Client,
     /// The discovered Eviction version (`None` until the first eviction, or after a refusal).
     version: Option<EvictionVersion>,
-    recorder: Recorder,
+    events: EventPublisher,
     dry_run: bool,
     in_flight: InFlight,
     telemetry: Telemetry,
     fallback: EvictionFallback,
     killer: Option<ContainerKiller>,
-    backlog: EventBacklog,
 }
 
 fn reference(p: &PodMeta) -> ObjectReference {
@@ -247,7 +246,7 @@ impl Evictor {
             instance: Some(node.to_owned()),
         };
         Evictor {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: EventPublisher::new(client.clone(), reporter),
             client,
             version: None,
             dry_run,
@@ -255,7 +254,6 @@ impl Evictor {
             telemetry,
             fallback: EvictionFallback::None,
             killer: None,
-            backlog: EventBacklog::default(),
         }
     }
 
@@ -331,28 +329,25 @@ impl Evictor {
             .inc();
     }
 
-    /// Publishes `event`, or keeps it in the backlog when the API server cannot take it.
+    /// Publishes `event`, or keeps it in the backlog when the API server cannot be reached.
     async fn publish(&mut self, event: Event, pod: &PodMeta) {
-        let reference = reference(pod);
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            warn!(pod = %format!("{}/{}", pod.namespace, pod.name), reason = %event.reason, error = %e,
-                  "cannot publish Event; kept to publish when the API server answers");
-            self.backlog.keep(event, reference, jiff::Timestamp::now());
-        }
+        self.events
+            .publish(event, reference(pod), jiff::Timestamp::now())
+            .await;
     }
 
     /// Publishes the Events kept while the API server could not be reached (a no-op when none
     /// wait); called at the start of every QoS round.
     pub async fn flush_backlog(&mut self) -> usize {
-        if self.backlog.is_empty() {
+        if self.events.waiting() == 0 {
             return 0;
         }
-        self.backlog.flush(&self.recorder).await
+        self.events.flush().await
     }
 
     /// Events waiting for the API server.
     pub fn backlog_len(&self) -> usize {
-        self.backlog.len()
+        self.events.waiting()
     }
 
     async fn event(&mut self, pod: &PodMeta, pick: &EvictionPick, reason: &str, detail: &str) {
