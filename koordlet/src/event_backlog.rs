@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Whether publishing may work later: no answer, a timeout, throttling or a server error. Any
 /// other answer is the API server refusing the Event itself.
@@ -33,6 +33,8 @@ pub struct EventPublisher {
     recorder: Recorder,
     backlog: EventBacklog,
     refused: u64,
+    /// The last flush stopped at an unreachable API server (logged once until one works).
+    flush_failing: bool,
 }
 
 impl EventPublisher {
@@ -44,6 +46,7 @@ impl EventPublisher {
             reporter,
             backlog: EventBacklog::default(),
             refused: 0,
+            flush_failing: false,
         }
     }
 
@@ -77,11 +80,20 @@ impl EventPublisher {
         match self.send(&event, &reference).await {
             Ok(()) => {}
             Err(e) if unreachable(&e) => {
-                warn!(object = %format!("{}/{}", reference.namespace.as_deref().unwrap_or_default(),
-                      reference.name.as_deref().unwrap_or_default()),
-                      reason = %event.reason, error = %e,
-                      "cannot publish Event; kept to publish when the API server answers");
-                self.backlog.keep(event, reference, now);
+                let object = format!(
+                    "{}/{}",
+                    reference.namespace.as_deref().unwrap_or_default(),
+                    reference.name.as_deref().unwrap_or_default()
+                );
+                let reason = event.reason.clone();
+                // Logged when an Event starts waiting, not each round its pod and reason fail.
+                if self.backlog.keep(event, reference, now) {
+                    warn!(object = %object, reason = %reason, error = %e,
+                          "cannot publish Event; kept to publish when the API server answers");
+                } else {
+                    debug!(object = %object, reason = %reason, error = %e,
+                           "cannot publish Event; the one waiting for this object and reason takes its note");
+                }
             }
             Err(e) => self.refuse(&event.reason, &reference, &e),
         }
@@ -92,6 +104,7 @@ impl EventPublisher {
     /// published.
     pub async fn flush(&mut self) -> usize {
         let mut published = 0;
+        let mut stopped = None;
         while let Some((key, pending)) = self.backlog.pending.first_key_value() {
             let (key, event, reference) = (
                 key.clone(),
@@ -101,7 +114,7 @@ impl EventPublisher {
             match self.send(&event, &reference).await {
                 Ok(()) => published += 1,
                 Err(e) if unreachable(&e) => {
-                    warn!(error = %e, waiting = self.backlog.len(), "Events still cannot be published");
+                    stopped = Some(e);
                     break;
                 }
                 Err(e) => self.refuse(&event.reason, &reference, &e),
@@ -113,6 +126,18 @@ impl EventPublisher {
                 published,
                 "Events kept while the API server was unreachable are published"
             );
+        }
+        match stopped {
+            // Logged once until a flush gets through, not every round.
+            Some(e) if self.flush_failing => {
+                debug!(error = %e, waiting = self.backlog.len(), "Events still cannot be published");
+            }
+            Some(e) => {
+                warn!(error = %e, waiting = self.backlog.len(),
+                      "Events still cannot be published; retried every round (logged again once they are)");
+                self.flush_failing = true;
+            }
+            None => self.flush_failing = false,
         }
         published
     }
@@ -152,18 +177,19 @@ pub struct EventBacklog {
 
 impl EventBacklog {
     /// Keeps `event` about `reference` for later (see the module docs for the rule).
-    pub fn keep(&mut self, event: Event, reference: ObjectReference, now: jiff::Timestamp) {
+    /// Returns true when the Event starts waiting (no Event for its pod and reason waited).
+    pub fn keep(&mut self, event: Event, reference: ObjectReference, now: jiff::Timestamp) -> bool {
         let key = (reference.uid.clone().unwrap_or_default(), event.reason.clone());
         if let Some(pending) = self.pending.get_mut(&key) {
             pending.note = event.note.unwrap_or_default();
             pending.attempts = pending.attempts.saturating_add(1);
-            return;
+            return false;
         }
         if self.pending.len() >= MAX_PENDING {
             self.dropped += 1;
             warn!(reason = %event.reason, dropped = self.dropped,
                   "Event backlog full: an Event that could not be published is dropped");
-            return;
+            return false;
         }
         self.pending.insert(
             key,
@@ -177,6 +203,7 @@ impl EventBacklog {
                 first: now,
             },
         );
+        true
     }
 
     /// Events waiting.
@@ -321,12 +348,14 @@ mod tests {
         assert_eq!((events.waiting(), events.refused()), (2, 0));
         assert_eq!(events.flush().await, 0, "still down: nothing published");
         assert_eq!(events.waiting(), 2);
+        assert!(events.flush_failing, "the next failing flush logs at debug only");
         // It answers: the Event whose namespace is gone is refused and dropped (its 404 tried
         // once more with a fresh recorder), the one behind it is published.
         down.store(false, std::sync::atomic::Ordering::SeqCst);
         log.lock().unwrap().clear();
         assert_eq!(events.flush().await, 1);
         assert_eq!((events.waiting(), events.refused()), (0, 1));
+        assert!(!events.flush_failing, "a failure after this one warns again");
         assert_eq!(*log.lock().unwrap(), ["POST gone", "POST gone", "POST ns"]);
         // Refused at once: not kept either.
         events
