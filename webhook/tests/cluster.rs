@@ -270,11 +270,19 @@ async fn cluster_with_objects() -> TestCluster {
 /// Starts a webhook replica (Secret mode, certificate sync every 300 ms) and waits for its
 /// caches.
 async fn replica(client: &kube::Client) -> koord_webhook::serve::RunningWebhook {
+    replica_syncing_every(client, "300ms").await
+}
+
+/// [`replica`] with the certificate sync interval `interval`.
+async fn replica_syncing_every(
+    client: &kube::Client,
+    interval: &str,
+) -> koord_webhook::serve::RunningWebhook {
     let cli = Cli::parse_from([
         "koord-webhook",
         "--port=0",
         "--bind-address=127.0.0.1",
-        "--cert-sync-interval=300ms",
+        &format!("--cert-sync-interval={interval}"),
         "--namespace",
         NS,
         "--service-name",
@@ -384,6 +392,38 @@ async fn certificate_secret_deleted_while_two_replicas_serve() {
         webhook.handle.shutdown();
         let _ = webhook.task.await;
     }
+}
+
+/// With a sync interval of an hour, a deleted Secret comes back at once: the replica watches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_secret_is_restored_at_once_not_at_the_next_sync() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = cluster_with_objects().await;
+    let client = cluster.client().unwrap();
+    let webhook = replica_syncing_every(&client, "1h").await;
+    let secrets = Api::<Secret>::namespaced(client.clone(), NS);
+    let ca = ca_of(&secrets.get("koordinator-webhook-certs").await.unwrap());
+    // Let the watch start (its first list wakes one sync) before the deletion.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deleted = std::time::Instant::now();
+    secrets
+        .delete("koordinator-webhook-certs", &Default::default())
+        .await
+        .unwrap();
+    let restored = loop {
+        if let Some(secret) = secrets.get_opt("koordinator-webhook-certs").await.unwrap() {
+            break secret;
+        }
+        assert!(
+            deleted.elapsed() < Duration::from_secs(10),
+            "the Secret did not come back within 10 s (sync interval 1 h)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!("Secret restored {:?} after its deletion", deleted.elapsed());
+    assert_eq!(ca_of(&restored), ca, "restored with the CA the replica serves");
+    webhook.handle.shutdown();
+    let _ = webhook.task.await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,6 +121,21 @@ const WEBHOOK_CALLS: &[Call] = &[
         Some(RELEASE),
         Some("koordinator-webhook-certs"),
     ),
+    // The certificate Secret's watch (field selector metadata.name).
+    (
+        "",
+        "secrets",
+        "list",
+        Some(RELEASE),
+        Some("koordinator-webhook-certs"),
+    ),
+    (
+        "",
+        "secrets",
+        "watch",
+        Some(RELEASE),
+        Some("koordinator-webhook-certs"),
+    ),
     (
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",

@@ -297,14 +297,35 @@ impl Access {
             Some(sub) => format!("{resource}/{sub}"),
             None => resource.to_string(),
         };
-        // A create names no object for RBAC: the name is in the body.
+        // A create names no object for RBAC: the name is in the body. A list or watch with the
+        // field selector `metadata.name=X` names X, as the API server's request info does.
+        let selected = (verb == "list" || verb == "watch")
+            .then(|| selected_name(query))
+            .flatten();
         let name = if verb == "create" && sub.is_none() {
             None
         } else {
-            name
+            name.map(str::to_string).or(selected)
         };
-        Some(Access::new(group, &resource, verb, namespace, name))
+        Some(Access::new(group, &resource, verb, namespace, name.as_deref()))
     }
+}
+
+/// The name a query's `fieldSelector` requires exactly (`metadata.name=X` or `==X`).
+fn selected_name(query: &str) -> Option<String> {
+    let selector = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("fieldSelector="))?;
+    let decoded = selector
+        .replace("%3D", "=")
+        .replace("%3d", "=")
+        .replace("%2C", ",")
+        .replace("%2c", ",");
+    decoded.split(',').find_map(|term| {
+        let value = term.strip_prefix("metadata.name")?;
+        let value = value.strip_prefix("==").or_else(|| value.strip_prefix('='))?;
+        (!value.is_empty()).then(|| value.to_string())
+    })
 }
 
 fn list(value: &Value) -> Vec<&str> {
@@ -496,6 +517,21 @@ mod tests {
                 "POST",
                 "/api/v1/namespaces/a/secrets",
                 Access::new("", "secrets", "create", Some("a"), None),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3Dcerts&watch=true",
+                Access::new("", "secrets", "watch", Some("a"), Some("certs")),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3D%3Dcerts",
+                Access::new("", "secrets", "list", Some("a"), Some("certs")),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/a/secrets?fieldSelector=type%3Dx",
+                Access::new("", "secrets", "list", Some("a"), None),
             ),
             (
                 "PUT",

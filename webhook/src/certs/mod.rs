@@ -13,8 +13,11 @@ pub mod secret;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use jiff::Timestamp;
-use kube::Client;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 
 pub use bundle::{CertBundle, CertError, CertPolicy, Renewal, service_dns_names};
 
@@ -89,8 +92,41 @@ pub async fn sync_from_secret(
     Ok(bundle)
 }
 
-/// Keeps `tls` serving the Secret's certificate: syncs every `interval` and reloads when the
-/// serving certificate changed. `on_synced` is told about every successful sync (readiness).
+/// Yields when the Secret `name` changes or disappears: a watch on that one Secret (field
+/// selector `metadata.name`, which RBAC limited to the name allows). Watch errors are retried
+/// with backoff and logged once until the watch works again; meanwhile only the interval syncs.
+fn secret_changes(client: Client, namespace: &str, name: &str) -> impl Stream<Item = ()> + Send + use<> {
+    let api: Api<Secret> = Api::namespaced(client, namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let (namespace, name) = (namespace.to_string(), name.to_string());
+    let mut failing = false;
+    watcher(api, config).default_backoff().filter_map(move |event| {
+        let wake = match event {
+            // A relist ends with InitDone: the Secret may have gone while the watch was down.
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!(%namespace, %name, "watching the certificate Secret again");
+                }
+                Some(())
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => None,
+            Err(error) => {
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(%namespace, %name, %error,
+                        "cannot watch the certificate Secret (RBAC: list and watch on it); \
+                         a deleted Secret is restored at the next --cert-sync-interval only");
+                }
+                None
+            }
+        };
+        futures::future::ready(wake)
+    })
+}
+
+/// Keeps `tls` serving the Secret's certificate: syncs every `interval`, and at once when the
+/// Secret changes or is deleted (restored within a round trip instead of up to an interval
+/// later), and reloads when the serving certificate changed. `on_synced` is told about every
+/// successful sync (readiness).
 pub async fn run_secret_mode(
     client: Client,
     source: SecretSource,
@@ -99,8 +135,16 @@ pub async fn run_secret_mode(
     interval: Duration,
     on_synced: impl Fn(bool) + Send,
 ) {
+    let mut changes = std::pin::pin!(secret_changes(
+        client.clone(),
+        &source.namespace,
+        &source.secret_name
+    ));
     loop {
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            Some(()) = changes.next() => tracing::debug!("certificate Secret changed: syncing now"),
+        }
         match sync_from_secret(client.clone(), &source, Timestamp::now(), Some(&served)).await {
             Ok(bundle) => {
                 if bundle.cert_pem != served.cert_pem {
