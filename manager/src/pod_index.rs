@@ -130,12 +130,16 @@ impl PodIndex {
                 Vec::new()
             }
             watcher::Event::InitDone => {
+                // Every node with pods before or after the list: a node whose last pods went
+                // while the watch was down changed too.
+                let mut nodes: std::collections::BTreeSet<String> = inner.by_node.keys().cloned().collect();
                 if let Some((by_node, node_of)) = inner.relist.take() {
                     inner.by_node = by_node;
                     inner.node_of = node_of;
                 }
                 inner.ready = true;
-                inner.by_node.keys().cloned().collect()
+                nodes.extend(inner.by_node.keys().cloned());
+                nodes.into_iter().collect()
             }
         }
     }
@@ -310,5 +314,16 @@ mod tests {
         assert_eq!(index.apply(watcher::Event::InitDone), ["n1"]);
         assert!(index.is_ready());
         assert_eq!(index.pods_on("n1").len(), 1);
+        // A relist after the watch was down: n1's pod went meanwhile, n2 got one. Both changed.
+        index.apply(watcher::Event::Init);
+        index.apply(watcher::Event::InitApply(pod(
+            "q",
+            Some("n2"),
+            "1",
+            "Running",
+            "a",
+        )));
+        assert_eq!(index.apply(watcher::Event::InitDone), ["n1", "n2"]);
+        assert!(index.pods_on("n1").is_empty());
     }
 }
