@@ -238,23 +238,56 @@ async fn settled_quota(root: &Path) -> i64 {
     values.get(values.len() / 2).copied().unwrap_or(-1)
 }
 
-fn host_load() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
+/// Busy and total jiffies of the whole host, from the first line of `/proc/stat`.
+fn host_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
         .next()?
-        .parse()
-        .ok()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().take(8).sum();
+    // idle and iowait are not busy.
+    let idle = fields.get(3)? + fields.get(4).unwrap_or(&0);
+    Some((total - idle, total))
+}
+
+/// Cores the host keeps busy right now: measured over 2 s (the load average would still count
+/// the previous scenario's pods for minutes after they stopped).
+async fn busy_cores(cpus: f64) -> Option<f64> {
+    let (busy0, total0) = host_jiffies()?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (busy1, total1) = host_jiffies()?;
+    let total = total1.checked_sub(total0).filter(|t| *t > 0)?;
+    Some(busy1.saturating_sub(busy0) as f64 / total as f64 * cpus)
+}
+
+/// Waits up to a minute for the host to have a core to spare; the busy cores when it never did.
+async fn host_saturated(cpus: f64) -> Option<f64> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let busy = busy_cores(cpus).await?;
+        if busy <= cpus - 0.5 {
+            return None;
+        }
+        if std::time::Instant::now() > deadline {
+            return Some(busy);
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_suppress_lowers_the_be_quota_when_an_ls_pod_burns_cpu() {
     let _cpu = common::cpu_lock().await;
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get) as f64;
-    if let Some(load) = host_load().filter(|l| *l > cpus - 0.5) {
+    if let Some(busy) = host_saturated(cpus).await {
         // Suppress subtracts LS and system usage from the node's share; when other processes
         // already use every core, one more busy LS pod does not change that sum.
-        println!("skipped: host CPU saturated by other processes (load {load:.1} on {cpus} cores)");
+        println!(
+            "skipped: host CPU saturated by other processes ({busy:.1} of {cpus} cores busy for a minute)"
+        );
         return;
     }
     let env = Env::start(Wanted::default()).await;
