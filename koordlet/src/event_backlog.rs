@@ -25,6 +25,15 @@ fn unreachable(e: &kube::Error) -> bool {
     }
 }
 
+/// `namespace/name` of the object an Event is about, for log lines.
+fn object_name(reference: &ObjectReference) -> String {
+    format!(
+        "{}/{}",
+        reference.namespace.as_deref().unwrap_or_default(),
+        reference.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// Publishes Events through kube's [`Recorder`] and keeps those the API server could not take
 /// (see the module docs).
 pub struct EventPublisher {
@@ -65,12 +74,7 @@ impl EventPublisher {
 
     fn refuse(&mut self, reason: &str, reference: &ObjectReference, error: &kube::Error) {
         self.refused += 1;
-        let object = format!(
-            "{}/{}",
-            reference.namespace.as_deref().unwrap_or_default(),
-            reference.name.as_deref().unwrap_or_default()
-        );
-        warn!(object = %object, reason = %reason, error = %error, refused = self.refused,
+        warn!(object = %object_name(reference), reason = %reason, error = %error, refused = self.refused,
               "the API server refused an Event; dropped");
     }
 
@@ -80,11 +84,7 @@ impl EventPublisher {
         match self.send(&event, &reference).await {
             Ok(()) => {}
             Err(e) if unreachable(&e) => {
-                let object = format!(
-                    "{}/{}",
-                    reference.namespace.as_deref().unwrap_or_default(),
-                    reference.name.as_deref().unwrap_or_default()
-                );
+                let object = object_name(&reference);
                 let reason = event.reason.clone();
                 // Logged when an Event starts waiting, not each round its pod and reason fail.
                 if self.backlog.keep(event, reference, now) {
