@@ -222,7 +222,7 @@ async fn reflector_initial_list_and_events() {
     }
     let (reader, writer) = reflector::store::<Pod>();
     let cfg = watcher::Config::default().page_size(2);
-    let stream = reflector(writer, watcher(pods.clone(), cfg)).applied_objects();
+    let stream = reflector(writer, watcher(pods.clone(), cfg).default_backoff()).applied_objects();
     let task = tokio::spawn(stream.for_each(|_| async {}));
     tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
         .await
@@ -478,7 +478,7 @@ async fn streaming_list_watcher_syncs() {
     let (reader, writer) = reflector::store::<Pod>();
     let cfg = watcher::Config::default().streaming_lists();
     let task = tokio::spawn(
-        reflector(writer, watcher(pods.clone(), cfg))
+        reflector(writer, watcher(pods.clone(), cfg).default_backoff())
             .applied_objects()
             .for_each(|_| async {}),
     );
@@ -615,7 +615,11 @@ async fn metadata_only_get_list_and_watch() {
     );
     let (reader, writer) = reflector::store();
     let metadata: Api<kube::core::PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), &ns);
-    let stream = reflector(writer, watcher(metadata, watcher::Config::default())).applied_objects();
+    let stream = reflector(
+        writer,
+        watcher(metadata, watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects();
     let task = tokio::spawn(stream.for_each(|_| async {}));
     tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
         .await

@@ -45,9 +45,12 @@ async fn reflector_sync(cluster: &TestCluster, expected: usize) -> Duration {
     let (reader, writer) = reflector::store::<Pod>();
     let start = Instant::now();
     let task = tokio::spawn(
-        reflector(writer, watcher(pods, watcher::Config::default()))
-            .applied_objects()
-            .for_each(|_| async {}),
+        reflector(
+            writer,
+            watcher(pods, watcher::Config::default()).default_backoff(),
+        )
+        .applied_objects()
+        .for_each(|_| async {}),
     );
     reader.wait_until_ready().await.unwrap();
     let took = start.elapsed();
