@@ -108,23 +108,34 @@ const MAX_RETRY: Duration = Duration::from_secs(10);
 /// any error steps down at once (the holder renews a grace period before expiry, so it stops
 /// writing before anyone else may start); a fresh manager then re-reads the Lease from
 /// scratch and reports leadership again only if this replica still holds it.
+///
+/// An outage is logged once: a warning when it starts (saying whether this replica stepped
+/// down), debug lines for the retries, and one line when the Lease answers again.
 async fn campaign(candidate: Candidate, mut manager: LeaseManager, state: watch::Sender<bool>) {
     let mut retry = Duration::from_secs(1);
+    let mut failing = false;
     loop {
         tokio::select! {
             biased;
             () = state.closed() => break,
             result = manager.changed() => match result {
                 Ok(leader) => {
+                    if failing {
+                        tracing::info!(leader, "leader election: the Lease answers again");
+                        failing = false;
+                    }
                     retry = Duration::from_secs(1);
                     state.send_replace(leader);
                 }
                 Err(error) => {
                     if state.send_replace(false) {
                         tracing::warn!(%error, "cannot confirm the Lease: stepped down, no more writes until it is confirmed");
+                    } else if !failing {
+                        tracing::warn!(%error, "leader election: cannot reach the Lease; retrying (backoff up to {} s)", MAX_RETRY.as_secs());
                     } else {
-                        tracing::warn!(%error, "leader election error; retrying");
+                        tracing::debug!(%error, "leader election: still cannot reach the Lease");
                     }
+                    failing = true;
                     tokio::select! {
                         () = state.closed() => break,
                         () = tokio::time::sleep(retry) => {}
@@ -132,7 +143,7 @@ async fn campaign(candidate: Candidate, mut manager: LeaseManager, state: watch:
                     retry = (retry * 2).min(MAX_RETRY);
                     match candidate.manager().await {
                         Ok(fresh) => manager = fresh,
-                        Err(error) => tracing::warn!(%error, "leader election: cannot reach the Lease"),
+                        Err(error) => tracing::debug!(%error, "leader election: still cannot reach the Lease"),
                     }
                 }
             },

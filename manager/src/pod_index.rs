@@ -26,9 +26,9 @@ type NodeOf = HashMap<PodKey, String>;
 #[derive(Default)]
 struct Inner {
     /// Node name → pods bound to it.
-    by_node: HashMap<String, HashMap<PodKey, PodFacts>>,
+    by_node: ByNode,
     /// Pod → the node it is bound to (for deletes and moves).
-    node_of: HashMap<PodKey, String>,
+    node_of: NodeOf,
     /// Rebuilt during a (re-)list, swapped in at its end.
     relist: Option<(ByNode, NodeOf)>,
     ready: bool,
@@ -47,35 +47,34 @@ fn key_of(pod: &Pod) -> PodKey {
     )
 }
 
-fn insert(
-    by_node: &mut HashMap<String, HashMap<PodKey, PodFacts>>,
-    node_of: &mut HashMap<PodKey, String>,
-    pod: &Pod,
-) -> Option<String> {
+/// Puts `pod` where it is bound now; returns the node and facts it had before, if any.
+fn insert(by_node: &mut ByNode, node_of: &mut NodeOf, pod: &Pod) -> Option<(String, PodFacts)> {
     let key = key_of(pod);
-    if let Some(old_node) = node_of.remove(&key)
-        && let Some(pods) = by_node.get_mut(&old_node)
-    {
-        pods.remove(&key);
+    let before = node_of.remove(&key).and_then(|old_node| {
+        let pods = by_node.get_mut(&old_node)?;
+        let facts = pods.remove(&key);
         if pods.is_empty() {
             by_node.remove(&old_node);
         }
-    }
+        Some((old_node, facts?))
+    });
     let node = pod
         .spec
         .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .filter(|n| !n.is_empty())?;
-    match snapshot::pod_facts(pod) {
-        Ok(facts) => {
-            node_of.insert(key.clone(), node.clone());
-            by_node.entry(node.clone()).or_default().insert(key, facts);
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty());
+    if let Some(node) = node {
+        match snapshot::pod_facts(pod) {
+            Ok(facts) => {
+                node_of.insert(key.clone(), node.to_owned());
+                by_node.entry(node.to_owned()).or_default().insert(key, facts);
+            }
+            // The API server validated the pod; an unreadable one would only come from a
+            // foreign server. It is left out (and logged) rather than counted as zero.
+            Err(error) => tracing::warn!(pod = %format!("{}/{}", key.0, key.1), %error, "pod ignored"),
         }
-        // The API server validated the pod; an unreadable one would only come from a foreign
-        // server. It is left out (and logged) rather than counted as zero.
-        Err(error) => tracing::warn!(pod = %format!("{}/{}", key.0, key.1), %error, "pod ignored"),
     }
-    Some(node)
+    before
 }
 
 impl PodIndex {
@@ -91,19 +90,21 @@ impl PodIndex {
         let inner = &mut *inner;
         match event {
             watcher::Event::Apply(pod) => {
+                let before = insert(&mut inner.by_node, &mut inner.node_of, &pod);
                 let key = key_of(&pod);
-                let facts_of = |inner: &Inner| {
-                    let node = inner.node_of.get(&key)?;
-                    Some((node.clone(), inner.by_node.get(node)?.get(&key)?.clone()))
-                };
-                let before = facts_of(inner);
-                insert(&mut inner.by_node, &mut inner.node_of, &pod);
-                let after = facts_of(inner);
-                if before == after {
+                let after = inner
+                    .node_of
+                    .get(&key)
+                    .and_then(|node| Some((node, inner.by_node.get(node)?.get(&key)?)));
+                if before.as_ref().map(|(node, facts)| (node, facts)) == after {
                     return Vec::new();
                 }
-                let mut nodes: Vec<String> = before.into_iter().chain(after).map(|(node, _)| node).collect();
-                nodes.dedup();
+                let mut nodes: Vec<String> = before.map(|(node, _)| node).into_iter().collect();
+                if let Some((node, _)) = after
+                    && !nodes.contains(node)
+                {
+                    nodes.push(node.clone());
+                }
                 nodes
             }
             watcher::Event::Delete(pod) => {

@@ -34,3 +34,30 @@ fn upstream_flags_in_extra_args_start_every_component() {
     );
     assert!(manager_cli(argv).is_err());
 }
+
+/// The chart leaves `RUST_LOG` unset unless `logLevel` is given, so `--v=4` in `extraArgs`
+/// (which `RUST_LOG` would override) raises the level; a `logLevel` reaches every component.
+#[test]
+fn v_in_extra_args_is_not_overridden_unless_log_level_is_set() {
+    let Some(helm) = chart_support::helm() else { return };
+    let workloads = [
+        ("Deployment", "koord-manager"),
+        ("Deployment", "koord-webhook"),
+        ("DaemonSet", "koordlet"),
+        ("Deployment", "koord-scheduler-extender"),
+    ];
+    let rendered = render(&helm, &["koordlet.extraArgs={--v=4}"]);
+    for (kind, name) in workloads {
+        let env = chart_support::container_env(container(rendered.get(kind, name)));
+        assert!(!env.contains_key("RUST_LOG"), "{name}: {env:?}");
+    }
+    let rendered = render(&helm, &["logLevel=info\\,koordlet=debug"]);
+    for (kind, name) in workloads {
+        let env = chart_support::container_env(container(rendered.get(kind, name)));
+        assert_eq!(
+            env.get("RUST_LOG").map(String::as_str),
+            Some("info,koordlet=debug"),
+            "{name}"
+        );
+    }
+}
