@@ -85,6 +85,17 @@ source "$REPO/scripts/real-cluster/components.sh"
 source "$REPO/scripts/real-cluster/cleanup.sh"
 
 in_netns() { nsenter --net="$NETNS_PATH" "$@"; }
+# in_netns_within N COMMAND...: in_netns, stopped (its whole process group) after N minutes with
+# a clear error, so a hung scenario fails the run instead of holding it until CI's hard limit.
+in_netns_within() {
+    local minutes="$1" status=0
+    shift
+    timeout --kill-after=30s "${minutes}m" nsenter --net="$NETNS_PATH" "$@" || status=$?
+    if ((status == 124 || status == 137)); then
+        echo "error: still running after ${minutes} minutes, stopped: $*" >&2
+    fi
+    return "$status"
+}
 kctl() { in_netns "$K8S_BIN/kubectl" --kubeconfig "$OUT/kubeconfig" "$@"; }
 
 # Why this machine cannot run the cluster, or nothing when it can.
@@ -320,7 +331,7 @@ cmd_migration_test() {
     require_own_cluster
     local start=$SECONDS
     cargo test --locked -p koord-e2e --test scenarios --no-run
-    in_netns env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
+    in_netns_within "${KOORD_MIGRATION_TEST_MINUTES:-15}" env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
         KOORD_E2E_MIGRATION="$REPO/scripts/real-cluster.sh" \
         cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1 --nocapture migration
     log "migration test done in $((SECONDS - start)) s"
@@ -386,7 +397,7 @@ cmd_test() {
     if [[ -f e2e/tests/scenarios.rs ]]; then
         # Compile outside the netns (the registry may be needed), run inside it, offline.
         cargo test --locked -p koord-e2e --test scenarios --no-run
-        in_netns env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
+        in_netns_within "${KOORD_REAL_CLUSTER_TEST_MINUTES:-30}" env KOORD_E2E_KUBECONFIG="$OUT/kubeconfig" PATH="$K8S_BIN:$PATH" \
             KOORD_E2E_RESTART="$REPO/scripts/real-cluster.sh restart" \
             cargo test --offline --locked -p koord-e2e --test scenarios -- --test-threads=1 --nocapture
     else
