@@ -7,6 +7,12 @@ pub const LABEL_QOS_CLASS: &str = "koordinator.sh/qosClass";
 pub const LABEL_PRIORITY_CLASS: &str = "koordinator.sh/priority-class";
 /// Pod label holding the Koordinator sub-priority (an int32 as a string).
 pub const LABEL_KOORDINATOR_PRIORITY: &str = "koordinator.sh/priority";
+/// Pod label opting a pod of any QoS class into the node-level evictions (`MemoryEvict`):
+/// `"true"`.
+pub const LABEL_EVICTION_ENABLED: &str = "koordinator.sh/eviction-enabled";
+/// Pod annotation ordering opted-in pods for the node-level evictions (an integer; lower is
+/// evicted first; absent: 0).
+pub const ANNOTATION_EVICTION_PRIORITY: &str = "koordinator.sh/eviction-priority";
 
 /// Batch CPU, in integer milli-cores.
 pub const RESOURCE_BATCH_CPU: &str = "kubernetes.io/batch-cpu";

@@ -171,7 +171,7 @@ pub struct ResourceThresholdStrategy {
     /// `evictByRealLimit` (default) or `evictByAllocatable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_evict_policy: Option<CpuEvictPolicy>,
-    /// Only pods with a priority below this value may be evicted.
+    /// The highest pod priority the node-level evictions (MemoryEvict) may evict; they need it set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evict_enabled_priority_threshold: Option<i32>,
     /// Only pods below this priority are evicted by the allocatable-based strategies (0-7999).

@@ -2,8 +2,9 @@
 //! PodDisruptionBudgets hold), with an Event on each pod and a dry-run switch.
 //!
 //! Rules users rely on:
-//! - only BE pods, ever: a pick whose pod is not BE in the current snapshot is dropped with an
-//!   error log (the engine never picks one; this is the last line of defence);
+//! - only BE pods, and pods labelled `koordinator.sh/eviction-enabled=true` for the node-level
+//!   memory eviction (gate `MemoryEvict`): any other pick is dropped with an error log (the
+//!   engine never makes one; this is the last line of defence);
 //! - a pod being evicted is not picked again: accepted evictions enter an in-flight set keyed
 //!   by UID that the engine reads (pods in flight count as released), until the pod is gone
 //!   from the snapshot or the entry expires;
@@ -39,6 +40,7 @@ use crate::evict_fallback::{ContainerKiller, EvictionFallback};
 use crate::states::PodMeta;
 use crate::telemetry::Telemetry;
 use koordlet_core::strategies::eviction::EvictionPick;
+use koordlet_core::strategies::memory_evict;
 
 /// Event reason of an accepted eviction (upstream's).
 pub const EVENT_SUCCESS: &str = "evictPodSuccess";
@@ -55,9 +57,11 @@ pub fn no_retry_client(mut config: kube::Config) -> Result<kube::Client, kube::E
     kube::Client::try_from(config)
 }
 
-/// Picks that may be carried out: the pod is in the snapshot and BE. Others are returned apart
-/// (the caller logs them as errors).
-pub fn only_be<'a>(
+/// Picks that may be carried out: the pod is in the snapshot and BE, or the pick comes from the
+/// node-level memory eviction and the pod is labelled `koordinator.sh/eviction-enabled=true`.
+/// Others are returned apart (the caller logs them as errors): a last check, outside the
+/// decision core, that no other pod is ever evicted.
+pub fn evictable<'a>(
     picks: &'a [EvictionPick],
     pods: &'a [PodMeta],
 ) -> (Vec<(&'a EvictionPick, &'a PodMeta)>, Vec<&'a EvictionPick>) {
@@ -65,11 +69,26 @@ pub fn only_be<'a>(
     let mut dropped = Vec::new();
     for pick in picks {
         match pods.iter().find(|p| p.uid.as_str() == pick.uid) {
-            Some(p) if p.qos == QoSClass::Be => ok.push((pick, p)),
+            Some(p)
+                if p.qos == QoSClass::Be
+                    || (pick.strategy == memory_evict::BY_PRIORITY_STRATEGY && opted_in(p)) =>
+            {
+                ok.push((pick, p))
+            }
             _ => dropped.push(pick),
         }
     }
     (ok, dropped)
+}
+
+/// The pod opted in to the node-level evictions.
+fn opted_in(pod: &PodMeta) -> bool {
+    pod.pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(koord_api::names::LABEL_EVICTION_ENABLED))
+        .is_some_and(|v| v == "true")
 }
 
 /// UIDs with an accepted eviction and when each entry expires.
@@ -418,18 +437,18 @@ impl Evictor {
         self.version
     }
 
-    /// Evicts every pick (BE pods of `pods` only) and returns each outcome in order.
+    /// Evicts every pick ([`evictable`] ones only) and returns each outcome in order.
     pub async fn evict(
         &mut self,
         picks: &[EvictionPick],
         pods: &[PodMeta],
         now: Instant,
     ) -> Vec<EvictOutcome> {
-        let (ok, dropped) = only_be(picks, pods);
+        let (ok, dropped) = evictable(picks, pods);
         let mut outcomes = Vec::with_capacity(picks.len());
         for pick in dropped {
             error!(pod = %format!("{}/{}", pick.namespace, pick.name), strategy = pick.strategy,
-                   "eviction pick dropped: not a BE pod on this node (only BE pods are ever evicted)");
+                   "eviction pick dropped: not a BE pod (or, for memory_evict_by_priority, a pod labelled koordinator.sh/eviction-enabled=true) on this node");
             self.count(pick, EvictOutcome::Dropped);
             outcomes.push(EvictOutcome::Dropped);
         }
@@ -479,10 +498,14 @@ impl Evictor {
 /// (`increase()` and `rate()` miss the first sample of a series that appears at 1) and a
 /// scrape lists the series before anything was evicted.
 fn init_series(telemetry: &Telemetry) {
-    use koordlet_core::strategies::{cpu_evict, memory_evict};
+    use koordlet_core::strategies::cpu_evict;
     for (strategy, reason) in [
         (cpu_evict::STRATEGY, cpu_evict::REASON),
         (memory_evict::STRATEGY, memory_evict::REASON),
+        (
+            memory_evict::BY_PRIORITY_STRATEGY,
+            memory_evict::BY_PRIORITY_REASON,
+        ),
     ] {
         telemetry.upstream.init_eviction(reason);
         for outcome in EvictOutcome::ALL {
@@ -593,7 +616,7 @@ mod tests {
     fn only_be_pods_on_the_node_pass() {
         let pods = [pod("be", "BE"), pod("ls", "LS"), pod("sys", "SYSTEM")];
         let picks = [pick("be"), pick("ls"), pick("sys"), pick("gone")];
-        let (ok, dropped) = only_be(&picks, &pods);
+        let (ok, dropped) = evictable(&picks, &pods);
         assert_eq!(
             ok.iter().map(|(p, _)| p.name.as_str()).collect::<Vec<_>>(),
             ["be"]
@@ -601,6 +624,38 @@ mod tests {
         assert_eq!(
             dropped.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
             ["ls", "sys", "gone"]
+        );
+    }
+
+    #[test]
+    fn opted_in_pods_pass_for_the_node_level_memory_eviction_only() {
+        let mut opted_in = pod("ls-opted-in", "LS");
+        let mut labelled = (*opted_in.pod).clone();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("koordinator.sh/eviction-enabled".into(), "true".into());
+        opted_in = PodMeta::new(Arc::new(labelled)).unwrap();
+        let pods = [opted_in, pod("ls", "LS")];
+        let by_priority = |name: &str| EvictionPick {
+            strategy: memory_evict::BY_PRIORITY_STRATEGY,
+            reason: memory_evict::BY_PRIORITY_REASON,
+            ..pick(name)
+        };
+        let picks = [by_priority("ls-opted-in"), by_priority("ls"), pick("ls-opted-in")];
+        let (ok, dropped) = evictable(&picks, &pods);
+        assert_eq!(ok.len(), 1);
+        assert_eq!(ok[0].0.strategy, memory_evict::BY_PRIORITY_STRATEGY);
+        assert_eq!(
+            dropped
+                .iter()
+                .map(|p| (p.name.as_str(), p.strategy))
+                .collect::<Vec<_>>(),
+            [
+                ("ls", memory_evict::BY_PRIORITY_STRATEGY),
+                ("ls-opted-in", "memory_evict")
+            ]
         );
     }
 

@@ -117,7 +117,7 @@ struct CpusetEdges {
 }
 
 /// The strategies' reports as (name, skip reason) pairs.
-fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 9] {
+fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 10] {
     fn reason<T>(r: &Report<T>) -> Option<&str> {
         match r {
             Report::Skipped { skipped } => Some(skipped),
@@ -130,6 +130,7 @@ fn skips(s: &engine::Strategies) -> [(&'static str, Option<&str>); 9] {
         ("cpu_burst", reason(&s.cpu_burst)),
         ("cpu_evict", reason(&s.cpu_evict)),
         ("memory_evict", reason(&s.memory_evict)),
+        ("memory_evict_by_priority", reason(&s.memory_evict_by_priority)),
         ("cpu_qos", reason(&s.cpu_qos)),
         ("core_sched", reason(&s.core_sched)),
         ("cpuset_policy", reason(&s.cpuset_policy)),

@@ -351,6 +351,83 @@ async fn pdb_blocks_eviction_and_is_reported_as_evict_pod_fail() {
     assert!(pod.metadata.deletion_timestamp.is_none());
 }
 
+/// A pod of `qos` with `spec.priority`, opted in to the node-level evictions or not.
+fn prioritized_pod(name: &str, qos: &str, priority: i32, opted_in: bool) -> Value {
+    let mut labels = json!({"koordinator.sh/qosClass": qos});
+    if opted_in {
+        labels["koordinator.sh/eviction-enabled"] = json!("true");
+    }
+    json!({
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"sim.koordinator.sh/memory": "20Mi", "sim.koordinator.sh/cpu-load": "0.05"}},
+        "spec": {"priority": priority, "containers": [{"name": "main", "image": "app",
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}}]}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_evict_takes_only_opted_in_pods_at_or_below_the_priority_threshold() {
+    let _serial = SERIAL.lock().await;
+    let env = start(8 << 30, "MemoryEvict=true").await;
+    let pods = [
+        ("ls-opted-in", "LS", 5000, true),
+        ("ls-important", "LS", 9500, true),
+        ("ls-plain", "LS", 0, false),
+        ("be-plain", "BE", 0, false),
+    ];
+    for (name, qos, priority, opted_in) in pods {
+        env.create_pod(prioritized_pod(name, qos, priority, opted_in))
+            .await;
+    }
+    for (name, ..) in pods {
+        env.wait_running(name).await;
+    }
+    // Threshold 1 %, lower 0: node memory is always over it and the release is everything;
+    // only the opted-in pod at or below priority 6000 may go (BEMemoryEvict is off).
+    env.node_slo(json!({"resourceUsedThresholdWithBE": {"enable": true,
+        "memoryEvictThresholdPercent": 1, "memoryEvictLowerPercent": 0,
+        "evictEnabledPriorityThreshold": 6000}}))
+        .await;
+    wait_for("ls-opted-in evicted", Duration::from_secs(30), async || {
+        env.pods()
+            .get_opt("ls-opted-in")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let events = wait_for("evictPodSuccess Event", Duration::from_secs(10), async || {
+        let events = reasons(&env.events("ls-opted-in").await);
+        events
+            .iter()
+            .any(|(r, _)| r == "evictPodSuccess")
+            .then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    assert!(
+        message.contains("EvictPodByMemoryUsedThresholdPercent")
+            && message.contains("eviction priority 0, priority 5000"),
+        "{message}"
+    );
+    // Two more rounds past the 4 s cool-down: the others are never picked.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for name in ["ls-important", "ls-plain", "be-plain"] {
+        assert!(
+            env.pods().get_opt(name).await.unwrap().is_some(),
+            "{name} evicted"
+        );
+        assert!(reasons(&env.events(name).await).is_empty(), "{name}");
+    }
+    let body = koord_test_support::scrape(env.metrics_addr).await.unwrap();
+    let series = format!(
+        "koordlet_pod_eviction{{node=\"{}\",reason=\"EvictPodByMemoryUsedThresholdPercent\"}}",
+        env.node.name
+    );
+    assert_eq!(koord_test_support::sample(&body, &series), Some(1.0), "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pod_level_burst_strategy_reaches_only_the_matching_pod() {
     let _serial = SERIAL.lock().await;

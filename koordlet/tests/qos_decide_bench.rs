@@ -164,6 +164,9 @@ fn decision_time_by_pod_count() {
                 memory_usage_bytes: Some((i as u64 % 17) << 28),
                 being_evicted: false,
                 eviction_allowed: true,
+                eviction_enabled: i % 3 == 0,
+                eviction_priority: (i % 5) as i64,
+                koordinator_priority: None,
             })
             .collect();
         let s = ResourceThresholdStrategy {

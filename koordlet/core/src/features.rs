@@ -53,6 +53,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "BECPUSuppress",
     "BECPUEvict",
     "BEMemoryEvict",
+    "MemoryEvict",
     "CPUBurst",
     "BatchResource",
     "GroupIdentity",
@@ -66,7 +67,7 @@ pub const IMPLEMENTED: &[&str] = &[
 
 /// `koordlet --help` text of `--feature-gates` (kept equal to [`IMPLEMENTED`] by a test).
 pub const HELP: &str = "Feature gates, `Name=true|false,...` (upstream names and defaults). \
-Implemented: BECPUSuppress, BECPUEvict, BEMemoryEvict, CPUBurst, BatchResource, GroupIdentity \
+Implemented: BECPUSuppress, BECPUEvict, BEMemoryEvict, MemoryEvict (pods labelled koordinator.sh/eviction-enabled=true), CPUBurst, BatchResource, GroupIdentity \
 (cpu.idle, or cpu.bvt_warp_ns where the kernel has it), CoreSched, RdtResctrl, CPUSetAllocator (LSE/LSR cpusets of the scheduler), CgroupReconcile (memory QoS), SystemConfig, NodeTopologyReport (cpu-basic-info only). Every other upstream gate is \
 accepted and does nothing; the enabled ones are named in a warning at start.";
 

@@ -300,7 +300,7 @@ pub fn decide(input: &CpuEvictInput<'_>) -> CpuEvictPlan {
         CpuEvictAction::Evict
     };
     if let Some(why) = selection.shortfall(release as f64) {
-        plan.reason = why.into();
+        plan.reason = why;
     }
     plan.evictions = selection.evictions(STRATEGY, REASON, |p| {
         format!(

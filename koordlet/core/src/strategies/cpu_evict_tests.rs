@@ -24,6 +24,9 @@ fn be(name: &str, prio: Option<i32>, request: i64, usage: f64) -> EvictCandidate
         memory_usage_bytes: None,
         being_evicted: false,
         eviction_allowed: true,
+        eviction_enabled: false,
+        eviction_priority: 0,
+        koordinator_priority: None,
     }
 }
 

@@ -1,6 +1,6 @@
-//! What both eviction strategies share: the candidate pods, the picks, and the rules that keep
-//! eviction safe (only BE pods, never a pod already being evicted, pods in flight count as
-//! released).
+//! What the eviction strategies share: the candidate pods, the picks, and the rules that keep
+//! eviction safe (only BE pods, or pods that opted in for the node-level strategies; never a pod
+//! already being evicted; pods in flight count as released).
 
 use std::collections::BTreeSet;
 
@@ -96,12 +96,30 @@ pub struct EvictCandidate {
     pub being_evicted: bool,
     /// The pod's `koordinator.sh/eviction-policy` allows this strategy to evict it.
     pub eviction_allowed: bool,
+    /// Labelled `koordinator.sh/eviction-enabled=true`: the node-level strategies
+    /// (`MemoryEvict`) may pick it whatever its QoS class.
+    pub eviction_enabled: bool,
+    /// `koordinator.sh/eviction-priority` (lower is evicted first; absent or unreadable: 0).
+    pub eviction_priority: i64,
+    /// The `koordinator.sh/priority` label, when it holds a number.
+    pub koordinator_priority: Option<i64>,
 }
 
 impl EvictCandidate {
-    /// Whether a strategy may pick this pod: BE, allowed, not already on its way out.
+    /// Whether a BE strategy may pick this pod: BE, allowed, not already on its way out.
     pub fn pickable(&self) -> bool {
         self.qos == QoSClass::Be && self.eviction_allowed && !self.being_evicted
+    }
+
+    /// Whether a node-level strategy may pick this pod: any QoS class, labelled
+    /// `koordinator.sh/eviction-enabled=true`, with a `spec.priority` at most
+    /// `priority_threshold` (a pod without one is never picked, as upstream), allowed, not
+    /// already on its way out.
+    pub fn opted_in(&self, priority_threshold: i32) -> bool {
+        self.eviction_enabled
+            && self.priority.is_some_and(|p| p <= priority_threshold)
+            && self.eviction_allowed
+            && !self.being_evicted
     }
 }
 
@@ -130,12 +148,14 @@ pub(crate) struct Selection<'a> {
     pub in_flight: f64,
     /// In-flight plus the picks.
     pub released: f64,
+    /// The pods the strategy picks from, for messages.
+    pub pool: &'static str,
 }
 
 impl Selection<'_> {
     /// Why nothing was picked although what pods in flight free does not cover `target`.
-    pub fn shortfall(&self, target: f64) -> Option<&'static str> {
-        (self.picks.is_empty() && self.in_flight < target).then_some("no BE pod left to evict")
+    pub fn shortfall(&self, target: f64) -> Option<String> {
+        (self.picks.is_empty() && self.in_flight < target).then(|| format!("no {} left to evict", self.pool))
     }
 
     /// The picks as plan entries of `strategy` with the Event `reason`; `message` gives each
@@ -169,7 +189,7 @@ pub(crate) fn select_victims<'a>(
     frees: impl Fn(&EvictCandidate) -> f64,
     busiest: impl Fn(&EvictCandidate) -> f64,
 ) -> Selection<'a> {
-    let in_flight = in_flight_release(pods, &frees);
+    let in_flight = in_flight_release(pods.iter().filter(|p| p.qos == QoSClass::Be), &frees);
     let mut ordered: Vec<&EvictCandidate> = pods.iter().filter(|p| p.pickable()).collect();
     ordered.sort_by(|a, b| {
         by_priority(a, b)
@@ -181,11 +201,47 @@ pub(crate) fn select_victims<'a>(
         picks,
         in_flight,
         released,
+        pool: "BE pod",
     }
 }
 
-/// Walks `ordered` candidates (best victim first), skipping pods that may not be picked, until
-/// `released` (starting from what pods in flight already free) covers `target`.
+/// The victim selection of the node-level strategies (upstream's `MemoryEvict` order): pods
+/// that opted in ([`EvictCandidate::opted_in`]) ordered by `koordinator.sh/eviction-priority`
+/// ascending, `spec.priority` ascending, the `koordinator.sh/priority` label ascending (absent:
+/// the pod's priority), `busiest` descending, then identity; picked until what they `free`
+/// (plus what every pod already being evicted frees) covers `target`.
+pub(crate) fn select_opted_in<'a>(
+    pods: &'a [EvictCandidate],
+    priority_threshold: i32,
+    target: f64,
+    frees: impl Fn(&EvictCandidate) -> f64,
+    busiest: impl Fn(&EvictCandidate) -> f64,
+) -> Selection<'a> {
+    let in_flight = in_flight_release(pods.iter(), &frees);
+    let mut ordered: Vec<&EvictCandidate> = pods.iter().filter(|p| p.opted_in(priority_threshold)).collect();
+    let label_priority = |p: &EvictCandidate| {
+        p.koordinator_priority
+            .unwrap_or_else(|| i64::from(p.priority.unwrap_or(0)))
+    };
+    ordered.sort_by(|a, b| {
+        a.eviction_priority
+            .cmp(&b.eviction_priority)
+            .then_with(|| by_priority(a, b))
+            .then_with(|| label_priority(a).cmp(&label_priority(b)))
+            .then_with(|| busiest(b).total_cmp(&busiest(a)))
+            .then_with(|| by_identity(a, b))
+    });
+    let (picks, released) = pick_until_covered(ordered, in_flight, target, &frees);
+    Selection {
+        picks,
+        in_flight,
+        released,
+        pool: "pod opted in to eviction",
+    }
+}
+
+/// Walks `ordered` candidates (best victim first, all eligible) until `released` (starting
+/// from what pods in flight already free) covers `target`.
 /// Returns the picks and the total released including pods in flight.
 fn pick_until_covered<'a>(
     ordered: impl IntoIterator<Item = &'a EvictCandidate>,
@@ -199,22 +255,19 @@ fn pick_until_covered<'a>(
         if released >= target {
             break;
         }
-        if !pod.pickable() {
-            continue;
-        }
         released += frees(pod).max(0.0);
         picks.push(pod);
     }
     (picks, released)
 }
 
-/// What BE pods already being evicted will free, by `frees`: counted so a slow eviction does not
-/// make the next round pick more pods.
-fn in_flight_release(pods: &[EvictCandidate], frees: impl Fn(&EvictCandidate) -> f64) -> f64 {
-    pods.iter()
-        .filter(|p| p.qos == QoSClass::Be && p.being_evicted)
-        .map(|p| frees(p).max(0.0))
-        .sum()
+/// What the `pods` already being evicted will free, by `frees`: counted so a slow eviction does
+/// not make the next round pick more pods.
+fn in_flight_release<'a>(
+    pods: impl Iterator<Item = &'a EvictCandidate>,
+    frees: impl Fn(&EvictCandidate) -> f64,
+) -> f64 {
+    pods.filter(|p| p.being_evicted).map(|p| frees(p).max(0.0)).sum()
 }
 
 /// Whether the cool-down after the last eviction still runs at `now` (all in seconds since the

@@ -1,11 +1,20 @@
-//! Memory eviction (gate BEMemoryEvict, seed 001): when node memory usage reaches
-//! `memoryEvictThresholdPercent`, evict BE pods until usage would be back at
-//! `memoryEvictLowerPercent` (default threshold − 2), lowest priority and largest usage first.
+//! Memory eviction: when node memory usage reaches `memoryEvictThresholdPercent`, evict pods
+//! until usage would be back at `memoryEvictLowerPercent` (default threshold − 2).
+//!
+//! * [`decide`] (gate `BEMemoryEvict`, seed 001): BE pods, lowest priority and largest usage
+//!   first.
+//! * [`decide_by_priority`] (gate `MemoryEvict`): pods of any QoS class that opted in with the
+//!   label `koordinator.sh/eviction-enabled=true` and whose priority is at most
+//!   `evictEnabledPriorityThreshold`, by `koordinator.sh/eviction-priority`, priority, the
+//!   `koordinator.sh/priority` label, then largest usage. When both gates are on, the BE pods
+//!   picked by [`decide`] in the same round count as released (the caller marks them).
 
 use koord_api::nodeslo::ResourceThresholdStrategy;
 use serde::Serialize;
 
-use super::eviction::{EvictCandidate, EvictionPick, ExemptPod, cooling_down, select_victims};
+use super::eviction::{
+    EvictCandidate, EvictionPick, ExemptPod, Selection, cooling_down, select_opted_in, select_victims,
+};
 
 /// The feature (gate) name a pod's `koordinator.sh/eviction-policy` must list for this
 /// strategy to evict it.
@@ -14,6 +23,13 @@ pub const FEATURE: &str = "BEMemoryEvict";
 pub const STRATEGY: &str = "memory_evict";
 /// Event reason of the evictions this strategy asks for.
 pub const REASON: &str = "EvictPodByNodeMemoryUsage";
+/// The feature (gate) of [`decide_by_priority`], as a pod's `koordinator.sh/eviction-policy`
+/// names it.
+pub const BY_PRIORITY_FEATURE: &str = "MemoryEvict";
+/// Strategy name of [`decide_by_priority`] in plans and audit lines.
+pub const BY_PRIORITY_STRATEGY: &str = "memory_evict_by_priority";
+/// Event reason of [`decide_by_priority`]'s evictions (upstream's reason for `MemoryEvict`).
+pub const BY_PRIORITY_REASON: &str = "EvictPodByMemoryUsedThresholdPercent";
 /// Upstream's default threshold when the NodeSLO leaves it unset.
 pub const DEFAULT_THRESHOLD_PERCENT: i64 = 70;
 /// Default lower bound: threshold minus this buffer.
@@ -78,19 +94,42 @@ pub struct MemoryEvictPlan {
     pub in_flight_bytes: u64,
     /// Bytes freed by in-flight pods plus this plan's picks.
     pub released_bytes: u64,
+    /// `evictEnabledPriorityThreshold`: the highest priority [`decide_by_priority`] evicts
+    /// (not shown for [`decide`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_threshold: Option<i32>,
     /// Pods to evict, in order.
     pub evictions: Vec<EvictionPick>,
-    /// BE pods whose `koordinator.sh/eviction-policy` keeps them out of this strategy's picks.
+    /// Pods whose `koordinator.sh/eviction-policy` keeps them out of this strategy's picks
+    /// (BE pods for [`decide`], opted-in pods for [`decide_by_priority`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exempt: Vec<ExemptPod>,
+}
+
+/// Which pods a round picks from.
+enum Victims {
+    /// BE pods ([`decide`]).
+    Be,
+    /// Opted-in pods at or below `evictEnabledPriorityThreshold` ([`decide_by_priority`]).
+    ByPriority,
 }
 
 fn memory_of(p: &EvictCandidate) -> f64 {
     p.memory_usage_bytes.unwrap_or(0) as f64
 }
 
-/// Decides memory eviction for one round.
+/// Decides BE memory eviction (`BEMemoryEvict`) for one round.
 pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
+    decide_for(input, Victims::Be)
+}
+
+/// Decides memory eviction among the pods that opted in (`MemoryEvict`) for one round; needs
+/// `evictEnabledPriorityThreshold`.
+pub fn decide_by_priority(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
+    decide_for(input, Victims::ByPriority)
+}
+
+fn decide_for(input: &MemoryEvictInput<'_>, victims: Victims) -> MemoryEvictPlan {
     let s = input.strategy;
     let threshold = super::clamp_percent(
         s.memory_evict_threshold_percent
@@ -108,6 +147,7 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
         release_bytes: 0,
         in_flight_bytes: 0,
         released_bytes: 0,
+        priority_threshold: None,
         evictions: Vec::new(),
         exempt: Vec::new(),
     };
@@ -118,6 +158,15 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
     if !(0..threshold).contains(&lower) {
         plan.reason = format!("memoryEvictLowerPercent {lower} must be in [0, threshold {threshold})");
         return plan;
+    }
+    if matches!(victims, Victims::ByPriority) {
+        let Some(priority_threshold) = s.evict_enabled_priority_threshold else {
+            plan.reason = "evictEnabledPriorityThreshold is not set: MemoryEvict evicts only pods \
+                           at or below that priority"
+                .into();
+            return plan;
+        };
+        plan.priority_threshold = Some(priority_threshold);
     }
     let Some(used) = input.used_bytes else {
         plan.reason = "node memory usage not measured yet".into();
@@ -146,7 +195,16 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
     let release =
         (capacity.saturating_mul((usage_percent - lower) as u128) / 100).min(u64::MAX as u128) as u64;
     plan.release_bytes = release;
-    let selection = select_victims(input.pods, release as f64, memory_of, memory_of);
+    let selection: Selection<'_> = match plan.priority_threshold {
+        Some(priority_threshold) => select_opted_in(
+            input.pods,
+            priority_threshold,
+            release as f64,
+            memory_of,
+            memory_of,
+        ),
+        None => select_victims(input.pods, release as f64, memory_of, memory_of),
+    };
     plan.in_flight_bytes = selection.in_flight as u64;
     plan.released_bytes = selection.released as u64;
     plan.action = if selection.picks.is_empty() {
@@ -155,15 +213,26 @@ pub fn decide(input: &MemoryEvictInput<'_>) -> MemoryEvictPlan {
         MemoryEvictAction::Evict
     };
     if let Some(why) = selection.shortfall(release as f64) {
-        plan.reason = why.into();
+        plan.reason = why;
     }
-    plan.evictions = selection.evictions(STRATEGY, REASON, |p| {
+    let numbers = |p: &EvictCandidate| {
         format!(
             "node memory usage {usage_percent}% >= threshold {threshold}%, release {release} bytes \
              down to {lower}%; pod memory usage {} bytes",
             p.memory_usage_bytes.unwrap_or(0)
         )
-    });
+    };
+    plan.evictions = match victims {
+        Victims::Be => selection.evictions(STRATEGY, REASON, numbers),
+        Victims::ByPriority => selection.evictions(BY_PRIORITY_STRATEGY, BY_PRIORITY_REASON, |p| {
+            format!(
+                "{}; eviction priority {}, priority {}",
+                numbers(p),
+                p.eviction_priority,
+                p.priority.unwrap_or(0)
+            )
+        }),
+    };
     plan
 }
 
@@ -186,6 +255,9 @@ mod tests {
             memory_usage_bytes: mem,
             being_evicted: false,
             eviction_allowed: true,
+            eviction_enabled: false,
+            eviction_priority: 0,
+            koordinator_priority: None,
         }
     }
 
@@ -296,6 +368,101 @@ mod tests {
         assert_eq!(decide(&input).action, MemoryEvictAction::CoolingDown);
         input.now_seconds = 104.0;
         assert_eq!(decide(&input).action, MemoryEvictAction::Evict);
+    }
+
+    /// A pod labelled `koordinator.sh/eviction-enabled=true`.
+    fn opted_in(name: &str, qos: QoSClass, prio: Option<i32>, mem: u64) -> EvictCandidate {
+        EvictCandidate {
+            eviction_enabled: true,
+            ..pod(name, qos, prio, Some(mem))
+        }
+    }
+
+    fn by_priority(s: &ResourceThresholdStrategy, used: u64, pods: &[EvictCandidate]) -> MemoryEvictPlan {
+        decide_by_priority(&MemoryEvictInput {
+            strategy: s,
+            capacity_bytes: 100 * GI,
+            used_bytes: Some(used),
+            pods,
+            now_seconds: 100.0,
+            last_eviction_seconds: None,
+            cool_down_seconds: DEFAULT_COOL_DOWN_SECONDS,
+        })
+    }
+
+    #[test]
+    fn by_priority_needs_the_priority_threshold() {
+        let pods = [opted_in("ls", QoSClass::Ls, Some(100), 10 * GI)];
+        let p = by_priority(&enabled(Some(70), None), 90 * GI, &pods);
+        assert_eq!(p.action, MemoryEvictAction::Skipped);
+        assert!(p.reason.contains("evictEnabledPriorityThreshold"), "{}", p.reason);
+        assert!(p.evictions.is_empty());
+    }
+
+    #[test]
+    fn by_priority_picks_opted_in_pods_of_any_class_in_upstreams_order() {
+        let s = ResourceThresholdStrategy {
+            evict_enabled_priority_threshold: Some(3000),
+            ..enabled(Some(80), Some(70))
+        };
+        let with_label = |mut p: EvictCandidate, label: i64| {
+            p.koordinator_priority = Some(label);
+            p
+        };
+        let mut first = opted_in("ls-evict-first", QoSClass::Ls, Some(2000), GI);
+        first.eviction_priority = -1;
+        let pods = [
+            with_label(opted_in("ls-120-4000", QoSClass::Ls, Some(120), 20 * GI), 4000),
+            with_label(opted_in("ls-120-2000", QoSClass::Ls, Some(120), 20 * GI), 2000),
+            with_label(opted_in("ls-100-9999", QoSClass::Ls, Some(100), 10 * GI), 9999),
+            with_label(opted_in("be-100-9999", QoSClass::Be, Some(100), 11 * GI), 9999),
+            first,
+            // Never: above the priority threshold, not opted in, no priority at all.
+            opted_in("ls-high", QoSClass::Ls, Some(3001), 50 * GI),
+            pod("be-not-opted-in", QoSClass::Be, Some(0), Some(50 * GI)),
+            opted_in("ls-no-priority", QoSClass::Ls, None, 50 * GI),
+        ];
+        // 100 % → release 30 Gi: eviction priority first, then priority, label, usage.
+        let p = by_priority(&s, 100 * GI, &pods);
+        assert_eq!(p.action, MemoryEvictAction::Evict);
+        assert_eq!(p.priority_threshold, Some(3000));
+        assert_eq!(
+            names(&p),
+            ["ls-evict-first", "be-100-9999", "ls-100-9999", "ls-120-2000"]
+        );
+        assert_eq!(p.released_bytes, 42 * GI);
+        assert_eq!(p.evictions[0].reason, BY_PRIORITY_REASON);
+        assert_eq!(p.evictions[0].strategy, BY_PRIORITY_STRATEGY);
+        assert!(
+            p.evictions[0]
+                .message
+                .contains("eviction priority -1, priority 2000")
+        );
+        // Same eviction priority and priority: the lower `koordinator.sh/priority` label first.
+        let p = by_priority(&s, 100 * GI, &pods[..2]);
+        assert_eq!(names(&p), ["ls-120-2000", "ls-120-4000"]);
+        // Nobody eligible: nothing picked, and the plan says why.
+        let p = by_priority(&s, 100 * GI, &pods[5..]);
+        assert_eq!(p.action, MemoryEvictAction::CoveredInFlight);
+        assert_eq!(p.reason, "no pod opted in to eviction left to evict");
+    }
+
+    #[test]
+    fn by_priority_counts_pods_already_leaving_whatever_their_class() {
+        let s = ResourceThresholdStrategy {
+            evict_enabled_priority_threshold: Some(0),
+            ..enabled(Some(70), None)
+        };
+        // What BEMemoryEvict picked this round (not opted in) is on its way out.
+        let mut leaving = pod("be-picked", QoSClass::Be, Some(0), Some(3 * GI));
+        leaving.being_evicted = true;
+        let pods = [leaving, opted_in("ls", QoSClass::Ls, Some(0), GI)];
+        // release 2 Gi, 3 Gi already leaving.
+        let p = by_priority(&s, 70 * GI, &pods);
+        assert_eq!(p.action, MemoryEvictAction::CoveredInFlight);
+        assert_eq!(p.in_flight_bytes, 3 * GI);
+        // The BE strategy's plan carries no priority threshold.
+        assert_eq!(run(&s, 70 * GI, &pods).priority_threshold, None);
     }
 
     #[test]

@@ -38,19 +38,26 @@ fn candidate() -> impl Strategy<Value = EvictCandidate> {
         any::<bool>(),
         any::<bool>(),
         "[a-c]{1,2}",
+        any::<bool>(),
+        -3i64..3,
     )
         .prop_map(
-            |(qos, priority, cpu, req, mem, being, allowed, name)| EvictCandidate {
-                uid: format!("uid-{name}"),
-                namespace: "ns".into(),
-                name,
-                qos,
-                priority,
-                cpu_usage_milli: cpu,
-                batch_cpu_request_milli: req,
-                memory_usage_bytes: mem,
-                being_evicted: being,
-                eviction_allowed: allowed,
+            |(qos, priority, cpu, req, mem, being, allowed, name, enabled, eviction_priority)| {
+                EvictCandidate {
+                    uid: format!("uid-{name}"),
+                    namespace: "ns".into(),
+                    name,
+                    qos,
+                    priority,
+                    cpu_usage_milli: cpu,
+                    batch_cpu_request_milli: req,
+                    memory_usage_bytes: mem,
+                    being_evicted: being,
+                    eviction_allowed: allowed,
+                    eviction_enabled: enabled,
+                    eviction_priority,
+                    koordinator_priority: None,
+                }
             },
         )
 }
@@ -200,6 +207,50 @@ proptest! {
         for e in &plan.evictions {
             let p = pods.iter().find(|p| p.uid == e.uid && p.pickable());
             prop_assert!(p.is_some(), "picked {:?}", e);
+        }
+    }
+
+    #[test]
+    fn memory_eviction_by_priority_only_picks_opted_in_pods_in_eviction_priority_order(
+        pods in proptest::collection::vec(candidate(), 0..10),
+        capacity in any::<u64>(),
+        used in proptest::option::of(any::<u64>()),
+        threshold in proptest::option::of(-10i64..120),
+        priority_threshold in proptest::option::of(-2000i32..12_000),
+    ) {
+        let s = ResourceThresholdStrategy {
+            enable: Some(true),
+            memory_evict_threshold_percent: threshold,
+            evict_enabled_priority_threshold: priority_threshold,
+            ..Default::default()
+        };
+        let plan = memory_evict::decide_by_priority(&MemoryEvictInput {
+            strategy: &s,
+            capacity_bytes: capacity,
+            used_bytes: used,
+            pods: &pods,
+            now_seconds: 0.0,
+            last_eviction_seconds: None,
+            cool_down_seconds: 4.0,
+        });
+        if priority_threshold.is_none() {
+            prop_assert!(plan.evictions.is_empty());
+        }
+        let mut last_eviction_priority = i64::MIN;
+        for e in &plan.evictions {
+            let p = pods
+                .iter()
+                .find(|p| p.uid == e.uid && priority_threshold.is_some_and(|t| p.opted_in(t)));
+            prop_assert!(p.is_some(), "picked {:?}", e);
+            let eviction_priority = p.map_or(0, |p| p.eviction_priority);
+            let unique_uids =
+                pods.iter().map(|p| &p.uid).collect::<std::collections::BTreeSet<_>>().len() == pods.len();
+            prop_assert!(
+                !unique_uids || eviction_priority >= last_eviction_priority,
+                "order: {:?}",
+                plan.evictions
+            );
+            last_eviction_priority = eviction_priority;
         }
     }
 

@@ -13,6 +13,7 @@ use crate::strategies::cpu_suppress::{BeCgroups, BePodCgroups, CgroupState, CpuP
 use crate::strategies::cpuset::{CpuInfo, CpuList};
 use crate::strategies::cpuset_policy::KubeletCpuManager;
 use crate::strategies::eviction::{ANNOTATION_EVICTION_POLICY, EvictCandidate, EvictionPolicy, ExemptPod};
+use crate::strategies::memory_evict;
 use crate::strategies::{FILE_CFS_BURST, FILE_CFS_QUOTA, FILE_CPUSET_CPUS};
 use crate::{CgroupDir, KubeCgroupPaths};
 
@@ -220,17 +221,34 @@ pub(super) fn candidates(input: &EngineInput<'_>, feature: &str) -> (Vec<EvictCa
         .iter()
         .filter(|p| p.is_running())
         .map(|p| {
-            let policy = EvictionPolicy::parse(
+            let annotation = |key: &str| {
                 p.pod
                     .metadata
                     .annotations
                     .as_ref()
-                    .and_then(|a| a.get(ANNOTATION_EVICTION_POLICY))
-                    .map(String::as_str),
-            );
+                    .and_then(|a| a.get(key))
+                    .map(String::as_str)
+            };
+            let label = |key: &str| {
+                p.pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(key))
+                    .map(String::as_str)
+            };
+            let policy = EvictionPolicy::parse(annotation(ANNOTATION_EVICTION_POLICY));
             let refusal = policy.refusal(feature);
+            let eviction_enabled = label(names::LABEL_EVICTION_ENABLED) == Some("true");
+            // The pods the strategy could pick but for the annotation: BE pods for the BE
+            // strategies, opted-in pods for the node-level ones.
+            let in_pool = if feature == memory_evict::BY_PRIORITY_FEATURE {
+                eviction_enabled
+            } else {
+                p.qos == QoSClass::Be
+            };
             if let Some(reason) = &refusal
-                && p.qos == QoSClass::Be
+                && in_pool
             {
                 exempt.push(ExemptPod {
                     pod: format!("{}/{}", p.namespace, p.name),
@@ -260,6 +278,14 @@ pub(super) fn candidates(input: &EngineInput<'_>, feature: &str) -> (Vec<EvictCa
                 memory_usage_bytes: usage.memory_bytes,
                 being_evicted: input.in_flight.contains(p.uid.as_str()),
                 eviction_allowed: refusal.is_none(),
+                eviction_enabled,
+                // Upstream reads an absent or unreadable annotation as 0.
+                eviction_priority: annotation(names::ANNOTATION_EVICTION_PRIORITY)
+                    .and_then(|v| v.trim().parse::<i32>().ok())
+                    .map_or(0, i64::from),
+                koordinator_priority: label(names::LABEL_KOORDINATOR_PRIORITY)
+                    .and_then(|v| v.trim().parse::<i32>().ok())
+                    .map(i64::from),
             }
         })
         .collect();

@@ -237,8 +237,10 @@ pub struct Strategies {
     pub cpu_burst: Report<BurstPlan>,
     /// Eviction by BE CPU satisfaction.
     pub cpu_evict: Report<CpuEvictPlan>,
-    /// Eviction by node memory usage.
+    /// Eviction of BE pods by node memory usage.
     pub memory_evict: Report<MemoryEvictPlan>,
+    /// Eviction of opted-in pods of any class by node memory usage (`MemoryEvict`).
+    pub memory_evict_by_priority: Report<MemoryEvictPlan>,
     /// Class CPU identity (`cpu.idle` or group identity).
     pub cpu_qos: Report<super::cpu_qos::CpuQosPlan>,
     /// Core-scheduling cookies for LSR/LSE pods.
@@ -264,6 +266,16 @@ pub struct EnginePlan {
     pub strategies: Strategies,
     /// State for the next round.
     pub next_state: EngineState,
+}
+
+/// Adds a strategy's picks to the round's evictions, each pod once (the first strategy that
+/// picked it names the Event).
+fn add_picks(evictions: &mut Vec<EvictionPick>, picks: &[EvictionPick]) {
+    for pick in picks {
+        if !evictions.iter().any(|e| e.uid == pick.uid) {
+            evictions.push(pick.clone());
+        }
+    }
 }
 
 fn gate_off(gates: &FeatureGates, gate: &str) -> Option<String> {
@@ -436,11 +448,38 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         if !plan.evictions.is_empty() {
             next_state.memory_evict_last = Some(input.now_seconds);
         }
-        for pick in &plan.evictions {
-            if !evictions.iter().any(|e| e.uid == pick.uid) {
-                evictions.push(pick.clone());
+        add_picks(&mut evictions, &plan.evictions);
+        Report::Ran(plan)
+    };
+    // Upstream's second memory task: the same threshold, after BEMemoryEvict, which it shares
+    // the cool-down with; what BEMemoryEvict picked this round counts as released.
+    let memory_evict_by_priority = if let Some(r) = gate_off(input.gates, memory_evict::BY_PRIORITY_FEATURE) {
+        Report::skipped(r)
+    } else if threshold.is_none() {
+        Report::skipped("no resourceUsedThresholdWithBE in the NodeSLO")
+    } else {
+        let (mut candidates, exempt) = build::candidates(input, memory_evict::BY_PRIORITY_FEATURE);
+        if let Report::Ran(be) = &memory_evict {
+            for pod in &mut candidates {
+                if be.evictions.iter().any(|e| e.uid == pod.uid) {
+                    pod.being_evicted = true;
+                }
             }
         }
+        let mut plan = memory_evict::decide_by_priority(&memory_evict::MemoryEvictInput {
+            strategy,
+            capacity_bytes: input.node.memory_capacity_bytes,
+            used_bytes: input.usage.node_memory_bytes,
+            pods: &candidates,
+            now_seconds: input.now_seconds,
+            last_eviction_seconds: input.state.memory_evict_last,
+            cool_down_seconds: input.options.memory_evict_cool_down_seconds,
+        });
+        plan.exempt = exempt;
+        if !plan.evictions.is_empty() {
+            next_state.memory_evict_last = Some(input.now_seconds);
+        }
+        add_picks(&mut evictions, &plan.evictions);
         Report::Ran(plan)
     };
 
@@ -456,6 +495,7 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             cpu_burst,
             cpu_evict,
             memory_evict,
+            memory_evict_by_priority,
             cpu_qos,
             core_sched,
             cpuset_policy,

@@ -191,6 +191,81 @@ fn eviction_policy_annotation_limits_which_strategy_may_evict() {
 }
 
 #[test]
+fn memory_evict_by_priority_follows_be_memory_eviction_and_picks_opted_in_pods() {
+    let opted_in = |name: &str, uid: &str, priority: i32, annotations: serde_json::Value| {
+        pod(
+            name,
+            "default",
+            uid,
+            "LS",
+            json!({"metadata": {"labels": {"koordinator.sh/eviction-enabled": "true"},
+                                "annotations": annotations},
+                   "spec": {"priority": priority}}),
+        )
+    };
+    let mut w = memory_world();
+    w.slo = Some(slo(json!({"resourceUsedThresholdWithBE": {
+        "enable": true, "memoryEvictThresholdPercent": 70, "evictEnabledPriorityThreshold": 5000}})));
+    w.gates = FeatureGates::parse("BEMemoryEvict=true,MemoryEvict=true").unwrap();
+    w.pods.push(opted_in("ls-batchy", "u-ls2", 5000, json!({})));
+    w.pods.push(opted_in(
+        "ls-first",
+        "u-ls3",
+        5000,
+        json!({"koordinator.sh/eviction-priority": "-5"}),
+    ));
+    w.pods.push(opted_in("ls-important", "u-ls4", 9000, json!({})));
+    w.pods.push(opted_in(
+        "ls-memory-only-by-be",
+        "u-ls5",
+        0,
+        json!({"koordinator.sh/eviction-policy": r#"["BEMemoryEvict"]"#}),
+    ));
+    for (uid, mem) in [
+        ("u-ls2", 2 * GI),
+        ("u-ls3", GI),
+        ("u-ls4", 30 * GI),
+        ("u-ls5", 30 * GI),
+    ] {
+        w.usage.pods.insert(
+            uid.into(),
+            PodUsage {
+                cpu_milli: Some(100.0),
+                memory_bytes: Some(mem),
+            },
+        );
+    }
+    // 80 % → release 12 Gi. The BE pods (9 Gi) go first; the node-level task counts them and
+    // takes the opted-in pods at or below priority 5000 by eviction priority: ls-first (1 Gi),
+    // then ls-batchy (2 Gi), which covers the 12 Gi.
+    let plan = w.run();
+    let names: Vec<_> = plan.evictions.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["be-big", "be-small", "ls-first", "ls-batchy"]);
+    let by_priority = plan.strategies.memory_evict_by_priority.ran().unwrap();
+    assert_eq!(by_priority.in_flight_bytes, 9 * GI);
+    assert_eq!(by_priority.released_bytes, 12 * GI);
+    assert_eq!(
+        by_priority.evictions[0].reason,
+        "EvictPodByMemoryUsedThresholdPercent"
+    );
+    assert_eq!(by_priority.exempt.len(), 1);
+    assert_eq!(by_priority.exempt[0].pod, "default/ls-memory-only-by-be");
+    assert_eq!(plan.next_state.memory_evict_last, Some(1000.0));
+    // The BE strategy never picks an LS pod, opted in or not.
+    let be = plan.strategies.memory_evict.ran().unwrap();
+    assert!(be.evictions.iter().all(|e| e.name.starts_with("be-")));
+    // Gate off: the report says so and only BE pods go.
+    w.gates = FeatureGates::parse("BEMemoryEvict=true").unwrap();
+    let plan = w.run();
+    assert_eq!(plan.evictions.len(), 2);
+    let v = serde_json::to_value(&plan.strategies).unwrap();
+    assert_eq!(
+        v["memory_evict_by_priority"]["skipped"],
+        "feature gate MemoryEvict is off"
+    );
+}
+
+#[test]
 fn in_flight_pods_are_not_picked_again() {
     let mut w = memory_world();
     w.usage.node_memory_bytes = Some(70 * GI);
