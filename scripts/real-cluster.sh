@@ -220,9 +220,11 @@ chart_set_args() {
         --set "scheduler.image.tag=$("$K8S_BIN/kube-scheduler" --version | awk '{print $2}')" \
         --set "scheduler.image.pullPolicy=Never" \
         --set "schedulerExtender.clusterIP=$EXTENDER_SERVICE_IP" \
-        --set "koordlet.nri.socketDir=$RUN/nri"
+        --set "koordlet.nri.socketDir=$RUN/nri" \
+        --set "koordlet.featureGates.MemoryEvict=true"
     # (no cluster DNS here: the extender has a fixed Service IP the scheduler pods reach by
-    # hostAliases; koordlet's runtime hooks: this cluster's containerd serves NRI in its run dir)
+    # hostAliases; koordlet's runtime hooks: this cluster's containerd serves NRI in its run dir;
+    # MemoryEvict for the opted-in eviction scenario: it acts only on labelled pods)
     for c in manager webhook koordlet schedulerExtender; do
         image=koord-$c
         [[ $c == koordlet ]] && image=koordlet

@@ -140,7 +140,7 @@ impl Env {
             // only; the real cluster runs the chart's defaults): mid resources from the
             // prediction within a scenario.
             koordlet_args: vec![
-                "--feature-gates=BEMemoryEvict=true".into(),
+                "--feature-gates=BEMemoryEvict=true,MemoryEvict=true".into(),
                 "--prediction-cold-start-duration=0s".into(),
                 "--prediction-training-interval=5s".into(),
             ],

@@ -1,6 +1,8 @@
 //! Eviction through the cluster's Eviction API (`policy/v1beta1` on Kubernetes before 1.22):
 //! a memory threshold that node usage is always over makes koordlet evict BE pods, with the
-//! `evictPodSuccess` Event; a PodDisruptionBudget turns it into a 429 and `evictPodFail`.
+//! `evictPodSuccess` Event; a PodDisruptionBudget turns it into a 429 and `evictPodFail`; with
+//! `MemoryEvict`, an LS pod that opted in (`koordinator.sh/eviction-enabled`) and whose priority
+//! class is at or below `evictEnabledPriorityThreshold` goes too, and a prod one stays.
 
 use std::time::Duration;
 
@@ -17,8 +19,9 @@ use crate::env::{Cleanup, Env, Load, POD_START, Wanted};
 /// Node memory usage is always above 1 %: every BE pod on the node is a candidate.
 pub(crate) const EVICT_EVERYTHING: &str = "{\"clusterStrategy\": {\"enable\": true, \"memoryEvictThresholdPercent\": 1, \"memoryEvictLowerPercent\": 0}}";
 
-/// Whether koordlet runs with BEMemoryEvict (off by default, as upstream).
-async fn memory_evict_enabled(env: &Env) -> Result<(), String> {
+/// Whether koordlet runs with feature gate `gate` (the eviction gates are off by default, as
+/// upstream).
+async fn gate_enabled(env: &Env, gate: &str) -> Result<(), String> {
     if !env.is_real() {
         return Ok(());
     }
@@ -28,11 +31,21 @@ async fn memory_evict_enabled(env: &Env) -> Result<(), String> {
         .get("koordlet")
         .await
         .map_err(|e| format!("koordlet DaemonSet: {e}"))?;
-    let text = serde_json::to_string(&ds.spec).unwrap_or_default();
-    if text.contains("BEMemoryEvict=true") {
+    let enabled = ds
+        .spec
+        .iter()
+        .flat_map(|spec| spec.template.spec.iter())
+        .flat_map(|pod| pod.containers.iter())
+        .flat_map(|c| c.args.iter().flatten())
+        .filter_map(|arg| arg.strip_prefix("--feature-gates="))
+        .flat_map(|gates| gates.split(','))
+        .any(|entry| entry.trim() == format!("{gate}=true"));
+    if enabled {
         Ok(())
     } else {
-        Err("koordlet runs without --feature-gates BEMemoryEvict=true (chart value koordlet.featureGates.BEMemoryEvict)".into())
+        Err(format!(
+            "koordlet runs without --feature-gates {gate}=true (chart value koordlet.featureGates.{gate})"
+        ))
     }
 }
 
@@ -106,7 +119,11 @@ async fn reasons(env: &Env, ns: &str, pod: &str) -> Vec<(String, String)> {
 }
 
 async fn prepare(env: &Env, prefix: &str) -> Option<(Cleanup, String)> {
-    if let Err(reason) = memory_evict_enabled(env).await {
+    prepare_with(env, prefix, "BEMemoryEvict").await
+}
+
+async fn prepare_with(env: &Env, prefix: &str, gate: &str) -> Option<(Cleanup, String)> {
+    if let Err(reason) = gate_enabled(env, gate).await {
         println!("skipped: {reason}");
         return None;
     }
@@ -177,4 +194,77 @@ async fn a_pod_disruption_budget_keeps_the_be_pod() {
         pod.metadata.deletion_timestamp.is_none(),
         "the guarded pod is being deleted"
     );
+}
+
+/// An LS pod (100m CPU, 32Mi) of `priority_class` (none: priority 0) bound to `node`, labelled
+/// `koordinator.sh/eviction-enabled=true`.
+async fn opted_in_ls_pod(env: &Env, cleanup: &Cleanup, name: &str, node: &str, priority_class: Option<&str>) {
+    let ns = cleanup.ns();
+    let mut pod = env.pod(
+        name,
+        json!({"koordinator.sh/qosClass": "LS", "koordinator.sh/eviction-enabled": "true", "app": name}),
+        vec![env.container(
+            "main",
+            Load::Idle,
+            json!({"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}}),
+        )],
+    );
+    let spec = pod.spec.as_mut().unwrap();
+    spec.node_name = Some(node.to_string());
+    spec.priority_class_name = priority_class.map(str::to_owned);
+    Api::<Pod>::namespaced(env.client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    env.wait_running(ns, name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_evict_takes_the_opted_in_ls_pod_at_or_below_the_priority_threshold() {
+    let env = Env::start(Wanted::default()).await;
+    let Some((mut cleanup, node)) = prepare_with(&env, "optin", "MemoryEvict").await else {
+        return;
+    };
+    let ns = cleanup.ns().to_string();
+    // No priority class is priority 0, koord-prod 9000: only the first is at or below the
+    // threshold. (koord-batch and koord-mid pods are BE or mid pods: the webhook turns their
+    // requests into batch or mid resources.)
+    opted_in_ls_pod(&env, &cleanup, "ls-low", &node, None).await;
+    opted_in_ls_pod(&env, &cleanup, "ls-prod", &node, Some("koord-prod")).await;
+    cleanup
+        .set_config(
+            KEY_RESOURCE_THRESHOLD_CONFIG,
+            "{\"clusterStrategy\": {\"enable\": true, \"memoryEvictThresholdPercent\": 1, \
+             \"memoryEvictLowerPercent\": 0, \"evictEnabledPriorityThreshold\": 6000}}",
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    wait_for("ls-low evicted", POD_START, async || {
+        let p = pods.get_opt("ls-low").await.ok()?;
+        p.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let events = wait_for("evictPodSuccess Event", Duration::from_secs(30), async || {
+        let events = reasons(&env, &ns, "ls-low").await;
+        events
+            .iter()
+            .any(|(r, _)| r == "evictPodSuccess")
+            .then_some(events)
+    })
+    .await;
+    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    assert!(
+        message.contains("EvictPodByMemoryUsedThresholdPercent") && message.contains("eviction priority 0, priority 0"),
+        "{message}"
+    );
+    // Two rounds past the 4 s cool-down: the prod pod is never picked.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let prod = pods.get("ls-prod").await.unwrap();
+    assert!(
+        prod.metadata.deletion_timestamp.is_none(),
+        "ls-prod is being deleted"
+    );
+    assert!(reasons(&env, &ns, "ls-prod").await.is_empty());
 }
