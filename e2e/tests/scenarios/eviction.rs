@@ -256,7 +256,8 @@ async fn memory_evict_takes_the_opted_in_ls_pod_at_or_below_the_priority_thresho
     .await;
     let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
     assert!(
-        message.contains("EvictPodByMemoryUsedThresholdPercent") && message.contains("eviction priority 0, priority 0"),
+        message.contains("EvictPodByMemoryUsedThresholdPercent")
+            && message.contains("eviction priority 0, priority 0"),
         "{message}"
     );
     // Two rounds past the 4 s cool-down: the prod pod is never picked.

@@ -195,14 +195,25 @@ fn decide_for(input: &MemoryEvictInput<'_>, victims: Victims) -> MemoryEvictPlan
     let release =
         (capacity.saturating_mul((usage_percent - lower) as u128) / 100).min(u64::MAX as u128) as u64;
     plan.release_bytes = release;
+    let measured: Vec<EvictCandidate>;
     let selection: Selection<'_> = match plan.priority_threshold {
-        Some(priority_threshold) => select_opted_in(
-            input.pods,
-            priority_threshold,
-            release as f64,
-            memory_of,
-            memory_of,
-        ),
+        Some(priority_threshold) => {
+            // As upstream, a pod without a memory measurement is left out: what evicting a pod
+            // of any class frees must be known. Pods on their way out still count.
+            measured = input
+                .pods
+                .iter()
+                .filter(|p| p.being_evicted || p.memory_usage_bytes.is_some())
+                .cloned()
+                .collect();
+            select_opted_in(
+                &measured,
+                priority_threshold,
+                release as f64,
+                memory_of,
+                memory_of,
+            )
+        }
         None => select_victims(input.pods, release as f64, memory_of, memory_of),
     };
     plan.in_flight_bytes = selection.in_flight as u64;
@@ -445,6 +456,21 @@ mod tests {
         let p = by_priority(&s, 100 * GI, &pods[5..]);
         assert_eq!(p.action, MemoryEvictAction::CoveredInFlight);
         assert_eq!(p.reason, "no pod opted in to eviction left to evict");
+    }
+
+    #[test]
+    fn by_priority_leaves_out_pods_without_a_memory_measurement() {
+        let s = ResourceThresholdStrategy {
+            evict_enabled_priority_threshold: Some(0),
+            ..enabled(Some(70), None)
+        };
+        let unmeasured = EvictCandidate {
+            eviction_enabled: true,
+            ..pod("ls-unmeasured", QoSClass::Ls, Some(0), None)
+        };
+        let pods = [unmeasured, opted_in("ls-measured", QoSClass::Ls, Some(0), GI)];
+        // release 20 Gi: the measured pod goes, the unmeasured one is never picked.
+        assert_eq!(names(&by_priority(&s, 90 * GI, &pods)), ["ls-measured"]);
     }
 
     #[test]
