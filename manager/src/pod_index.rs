@@ -182,17 +182,10 @@ impl PodIndex {
         self,
         events: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send + 'static,
     ) -> impl Stream<Item = Vec<String>> + Send + 'static {
-        events.filter_map(move |event| {
+        koord_runtime::log_watch_errors(events, "Pod").filter_map(move |event| {
             let index = self.clone();
-            async move {
-                match event {
-                    Ok(event) => Some(index.apply(event)),
-                    Err(error) => {
-                        tracing::warn!(%error, "pod watch error; retrying");
-                        None
-                    }
-                }
-            }
+            // Errors are logged once per outage by log_watch_errors; the watcher retries.
+            async move { Some(index.apply(event.ok()?)) }
         })
     }
 }

@@ -314,13 +314,9 @@ pub async fn run(
     let node_events = watcher(Api::<Node>::all(client.clone()), wc.clone())
         .default_backoff()
         .modify(trim_node)
-        .reflect_shared(node_writer)
-        .for_each(|event| {
-            if let Err(error) = event {
-                tracing::warn!(%error, "node watch failed; retrying");
-            }
-            futures::future::ready(())
-        });
+        .reflect_shared(node_writer);
+    let node_events =
+        koord_runtime::log_watch_errors(node_events, "Node").for_each(|_| futures::future::ready(()));
     background.push(tokio::spawn(node_events));
     for task in tasks {
         if let Err(error) = task.await {

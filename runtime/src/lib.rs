@@ -26,6 +26,7 @@ mod process_metrics;
 mod replace;
 mod shutdown;
 mod upstream_flags;
+mod watch_log;
 
 pub use admin::{
     AdminServer, Readiness, admin_router, serve_admin, serve_admin_pair, serve_admin_until_signal,
@@ -49,3 +50,4 @@ pub use upstream_flags::{
     FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags, long_names,
     normalise_args, upstream_help,
 };
+pub use watch_log::log_watch_errors;

@@ -64,13 +64,12 @@ impl ClusterCache {
             let pods = pods.clone();
             let api: Api<Pod> = Api::all(client.clone());
             tokio::spawn(async move {
-                let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+                let events = watcher(api, watcher::Config::default()).default_backoff();
+                let mut events = std::pin::pin!(koord_runtime::log_watch_errors(events, "pods"));
                 while let Some(event) = events.next().await {
-                    match event {
-                        Ok(event) => pods.apply(event),
-                        Err(error) => {
-                            tracing::warn!(what = "pods", %error, "watch failed; retrying with backoff")
-                        }
+                    // Errors are logged once per outage by log_watch_errors; the watcher retries.
+                    if let Ok(event) = event {
+                        pods.apply(event);
                     }
                 }
             });
@@ -82,13 +81,13 @@ impl ClusterCache {
             let selector = format!("metadata.name={slo_config_name}");
             tokio::spawn(async move {
                 let config = watcher::Config::default().fields(&selector);
-                let mut events = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+                let events = watcher(api, config).default_backoff();
+                let mut events =
+                    std::pin::pin!(koord_runtime::log_watch_errors(events, "configmap").applied_objects());
                 while let Some(event) = events.next().await {
-                    match event {
-                        Ok(map) => apply_config_map(&slo_config, &map),
-                        Err(error) => {
-                            tracing::warn!(what = "configmap", %error, "watch failed; retrying with backoff")
-                        }
+                    // Errors are logged once per outage by log_watch_errors; the watcher retries.
+                    if let Ok(map) = event {
+                        apply_config_map(&slo_config, &map);
                     }
                 }
             });
@@ -153,11 +152,12 @@ where
     T: Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let mut events = std::pin::pin!(koord_runtime::log_watch_errors(events, what));
         while let Some(event) = events.next().await {
-            match event {
-                Ok(event) => table.apply(event, convert),
-                Err(error) => tracing::warn!(what, %error, "watch failed; retrying with backoff"),
+            // Errors are logged once per outage by log_watch_errors; the watcher retries.
+            if let Ok(event) = event {
+                table.apply(event, convert);
             }
         }
     });

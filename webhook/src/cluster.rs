@@ -122,12 +122,10 @@ async fn run<K, S>(what: &'static str, stream: S)
 where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
-    let mut stream = std::pin::pin!(stream.default_backoff().applied_objects());
-    while let Some(item) = stream.next().await {
-        if let Err(error) = item {
-            tracing::warn!(what, %error, "watch failed; retrying with backoff");
-        }
-    }
+    // Errors are logged once per outage by log_watch_errors; the watcher retries.
+    let stream = koord_runtime::log_watch_errors(stream.default_backoff(), what);
+    let mut stream = std::pin::pin!(stream.applied_objects());
+    while stream.next().await.is_some() {}
 }
 
 impl ClusterView for ReflectorView {

@@ -1,8 +1,8 @@
 //! The edges that fill the snapshot: kubelet `/pods` polling or an API server pod watch, and
 //! watches on the single Node, NodeSLO and NodeMetric named like the node.
 //!
-//! Each source updates its part of the snapshot with `send_modify`; a watch error is logged and
-//! retried with backoff while the snapshot keeps the last value seen.
+//! Each source updates its part of the snapshot with `send_modify`; a watch error is retried
+//! with backoff (logged once per outage) while the snapshot keeps the last value seen.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +117,7 @@ pub async fn watch_pods(client: Client, node: String, tx: watch::Sender<Snapshot
     let events = watcher::watcher(api, config).default_backoff().modify(|pod| {
         let _ = super::bounds::bound_pod_metadata(pod);
     });
-    let stream = reflector::reflector(writer, events);
+    let stream = koord_runtime::log_watch_errors(reflector::reflector(writer, events), "Pod");
     futures::pin_mut!(stream);
     loop {
         match stream.try_next().await {
@@ -135,7 +135,8 @@ pub async fn watch_pods(client: Client, node: String, tx: watch::Sender<Snapshot
                 }
             }
             Ok(None) => return,
-            Err(e) => warn!(error = %e, "pod watch failed; retrying, snapshot keeps the last list"),
+            // Logged once per outage by log_watch_errors; the snapshot keeps the last list.
+            Err(_) => {}
         }
     }
 }
@@ -146,14 +147,15 @@ where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let stream = watcher::watcher(api, config).default_backoff();
+    let stream = koord_runtime::log_watch_errors(watcher::watcher(api, config).default_backoff(), what);
     futures::pin_mut!(stream);
     loop {
         match stream.next().await {
             Some(Ok(Event::Apply(obj) | Event::InitApply(obj))) => apply(obj),
             Some(Ok(Event::Delete(_))) => info!("{what} {name} deleted; keeping the last one seen"),
             Some(Ok(_)) => {}
-            Some(Err(e)) => warn!(error = %e, "{what} watch failed; keeping the last one seen"),
+            // Logged once per outage by log_watch_errors; the last one seen is kept.
+            Some(Err(_)) => {}
             None => return,
         }
     }

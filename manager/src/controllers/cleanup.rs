@@ -85,12 +85,12 @@ async fn orphans(client: &Client, children: Children, nodes: &HashSet<String>) -
 /// Runs until the Node watch ends. `forget`: the node resource controller's context, told
 /// about every Node gone (on every replica: followers keep series too).
 pub async fn run(client: Client, children: Children, leadership: Leadership, forget: Option<Arc<Context>>) {
-    let mut events = watcher(
+    let events = watcher(
         Api::<PartialObjectMeta<Node>>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
-    .boxed();
+    .default_backoff();
+    let mut events = koord_runtime::log_watch_errors(events, "Node (cleanup)").boxed();
     let mut nodes = HashSet::new();
     let mut listing = HashSet::new();
     while let Some(event) = events.next().await {
@@ -127,7 +127,8 @@ pub async fn run(client: Client, children: Children, leadership: Leadership, for
                     }
                 }
             }
-            Err(error) => tracing::warn!(%error, "Node watch error (cleanup); retrying"),
+            // Logged once per outage by log_watch_errors; the watcher retries.
+            Err(_) => {}
         }
     }
 }

@@ -76,7 +76,8 @@ impl ConfigWatch {
     /// Runs until the watch stream ends (it does not, short of shutdown).
     pub async fn run(self) {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-        let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
+        let events = watcher(self.api.clone(), config).default_backoff();
+        let mut events = koord_runtime::log_watch_errors(events, "ConfigMap").boxed();
         let mut seen_in_list = false;
         while let Some(event) = events.next().await {
             match event {
@@ -96,7 +97,8 @@ impl ConfigWatch {
                     name = %self.name,
                     "ConfigMap deleted: keeping the last config until it is recreated"
                 ),
-                Err(error) => tracing::warn!(%error, "ConfigMap watch error; retrying"),
+                // Logged once per outage by log_watch_errors; the watcher retries.
+                Err(_) => {}
             }
         }
     }

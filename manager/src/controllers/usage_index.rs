@@ -74,17 +74,10 @@ impl UsageIndex {
         self,
         events: impl Stream<Item = Result<watcher::Event<NodeMetric>, watcher::Error>> + Send + 'static,
     ) -> impl Stream<Item = String> + Send + 'static {
-        events.filter_map(move |event| {
+        koord_runtime::log_watch_errors(events, "NodeMetric").filter_map(move |event| {
             let index = self.clone();
-            async move {
-                match event {
-                    Ok(event) => index.apply(event),
-                    Err(error) => {
-                        tracing::warn!(%error, "NodeMetric watch error; retrying");
-                        None
-                    }
-                }
-            }
+            // Errors are logged once per outage by log_watch_errors; the watcher retries.
+            async move { index.apply(event.ok()?) }
         })
     }
 }
