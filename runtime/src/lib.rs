@@ -50,4 +50,4 @@ pub use upstream_flags::{
     FlagValue, IgnoredFlag, IgnoredUse, KLOG_IGNORED, Normalised, TranslatedFlag, UpstreamFlags, long_names,
     normalise_args, upstream_help,
 };
-pub use watch_log::log_watch_errors;
+pub use watch_log::{log_watch_errors, watch_error_status};

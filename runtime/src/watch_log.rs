@@ -54,6 +54,21 @@ impl Outage {
     }
 }
 
+/// The HTTP status the API server answered a failed watch or list with (`None`: no answer, e.g.
+/// the server cannot be reached): 403 is RBAC, 404 a resource the server does not serve.
+pub fn watch_error_status(error: &watcher::Error) -> Option<u16> {
+    match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => match e {
+            kube::Error::Api(status) => Some(status.code),
+            _ => None,
+        },
+        watcher::Error::WatchError(status) => Some(status.code),
+        watcher::Error::NoResourceVersion => None,
+    }
+}
+
 /// Logs the errors of the watch `what` (e.g. `"Node"`) once per outage and passes every item
 /// through: a warning at the first failure, debug lines for the retries, and an info line when
 /// an event arrives again. Put it after `default_backoff()` (or any other backoff).
@@ -114,6 +129,34 @@ mod tests {
                 retries: 1
             }
         );
+    }
+
+    #[test]
+    fn the_status_of_a_refused_watch_is_read_whatever_the_stage() {
+        let status = |code| {
+            kube::core::Status::failure("no", "Forbidden")
+                .with_code(code)
+                .boxed()
+        };
+        let cases = [
+            (
+                watcher::Error::WatchStartFailed(kube::Error::Api(status(403))),
+                Some(403),
+            ),
+            (
+                watcher::Error::InitialListFailed(kube::Error::Api(status(404))),
+                Some(404),
+            ),
+            (
+                watcher::Error::WatchFailed(kube::Error::Api(status(500))),
+                Some(500),
+            ),
+            (watcher::Error::WatchError(status(410)), Some(410)),
+            (watcher::Error::NoResourceVersion, None),
+        ];
+        for (error, want) in cases {
+            assert_eq!(watch_error_status(&error), want, "{error}");
+        }
     }
 
     #[tokio::test]

@@ -138,10 +138,14 @@ impl TopologyIndex {
                 }
                 Err(error) => {
                     if !self.failing.swap(true, Ordering::Relaxed) {
+                        let why = if koord_runtime::watch_error_status(&error) == Some(404) {
+                            "cannot watch NodeResourceTopologies: the CRD noderesourcetopologies.topology.node.k8s.io is not installed"
+                        } else {
+                            "cannot watch NodeResourceTopologies"
+                        };
                         tracing::warn!(
                             %error,
-                            "cannot watch NodeResourceTopologies (is the CRD noderesourcetopologies.topology.node.k8s.io installed?); \
-                             CPU normalization and NUMA-level batch resources wait until it works; retrying with backoff"
+                            "{why}; CPU normalization and NUMA-level batch resources wait until it works; retrying with backoff"
                         );
                     } else {
                         tracing::debug!(%error, "NodeResourceTopology watch still failing");

@@ -112,7 +112,7 @@ fn secret_changes(client: Client, namespace: &str, name: &str) -> impl Stream<It
             Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => None,
             Err(error) => {
                 if !std::mem::replace(&mut failing, true) {
-                    let why = if forbidden(&error) {
+                    let why = if koord_runtime::watch_error_status(&error) == Some(403) {
                         "cannot watch the certificate Secret: RBAC needs list and watch on it"
                     } else {
                         "cannot watch the certificate Secret; retrying with backoff"
@@ -125,19 +125,6 @@ fn secret_changes(client: Client, namespace: &str, name: &str) -> impl Stream<It
         };
         futures::future::ready(wake)
     })
-}
-
-/// Whether the API server refused the watch (403): RBAC, not an outage.
-fn forbidden(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => {
-            matches!(e, kube::Error::Api(status) if status.code == 403)
-        }
-        watcher::Error::WatchError(status) => status.code == 403,
-        watcher::Error::NoResourceVersion => false,
-    }
 }
 
 /// Keeps `tls` serving the Secret's certificate: syncs every `interval`, and at once when the
@@ -205,31 +192,5 @@ pub async fn run_dir_mode(dir: PathBuf, tls: ServingTls, mut served: (Vec<u8>, V
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "reading the cert dir failed; keeping the old certificate"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_403_is_called_rbac() {
-        let status = |code| {
-            kube::core::Status::failure("no", "Forbidden")
-                .with_code(code)
-                .boxed()
-        };
-        assert!(forbidden(&watcher::Error::WatchStartFailed(kube::Error::Api(
-            status(403)
-        ))));
-        assert!(forbidden(&watcher::Error::InitialListFailed(kube::Error::Api(
-            status(403)
-        ))));
-        assert!(forbidden(&watcher::Error::WatchError(status(403))));
-        assert!(!forbidden(&watcher::Error::WatchError(status(410))));
-        assert!(!forbidden(&watcher::Error::InitialListFailed(kube::Error::Api(
-            status(500)
-        ))));
-        assert!(!forbidden(&watcher::Error::NoResourceVersion));
     }
 }
