@@ -118,6 +118,25 @@ async fn reasons(env: &Env, ns: &str, pod: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Waits until `pod` is gone (or going) and its `evictPodSuccess` Event is there; returns the
+/// Event's message.
+async fn evicted(env: &Env, ns: &str, pod: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), ns);
+    wait_for(&format!("{pod} evicted"), POD_START, async || {
+        let p = pods.get_opt(pod).await.ok()?;
+        p.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    wait_for("evictPodSuccess Event", Duration::from_secs(30), async || {
+        reasons(env, ns, pod)
+            .await
+            .into_iter()
+            .find_map(|(r, message)| (r == "evictPodSuccess").then_some(message))
+    })
+    .await
+}
+
 async fn prepare(env: &Env, prefix: &str) -> Option<(Cleanup, String)> {
     prepare_with(env, prefix, "BEMemoryEvict").await
 }
@@ -144,22 +163,7 @@ async fn be_pod_is_evicted_through_the_eviction_api_with_an_event() {
         .set_config(KEY_RESOURCE_THRESHOLD_CONFIG, EVICT_EVERYTHING)
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
-    wait_for("be-victim evicted", POD_START, async || {
-        let p = pods.get_opt("be-victim").await.ok()?;
-        p.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
-    let events = wait_for("evictPodSuccess Event", Duration::from_secs(30), async || {
-        let events = reasons(&env, &ns, "be-victim").await;
-        events
-            .iter()
-            .any(|(r, _)| r == "evictPodSuccess")
-            .then_some(events)
-    })
-    .await;
-    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    let message = evicted(&env, &ns, "be-victim").await;
     assert!(message.contains("EvictPodByNodeMemoryUsage"), "{message}");
 }
 
@@ -239,22 +243,7 @@ async fn memory_evict_takes_the_opted_in_ls_pod_at_or_below_the_priority_thresho
         )
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
-    wait_for("ls-low evicted", POD_START, async || {
-        let p = pods.get_opt("ls-low").await.ok()?;
-        p.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
-    let events = wait_for("evictPodSuccess Event", Duration::from_secs(30), async || {
-        let events = reasons(&env, &ns, "ls-low").await;
-        events
-            .iter()
-            .any(|(r, _)| r == "evictPodSuccess")
-            .then_some(events)
-    })
-    .await;
-    let (_, message) = events.iter().find(|(r, _)| r == "evictPodSuccess").unwrap();
+    let message = evicted(&env, &ns, "ls-low").await;
     assert!(
         message.contains("EvictPodByMemoryUsedThresholdPercent")
             && message.contains("eviction priority 0, priority 0"),
@@ -262,7 +251,10 @@ async fn memory_evict_takes_the_opted_in_ls_pod_at_or_below_the_priority_thresho
     );
     // Two rounds past the 4 s cool-down: the prod pod is never picked.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let prod = pods.get("ls-prod").await.unwrap();
+    let prod = Api::<Pod>::namespaced(env.client.clone(), &ns)
+        .get("ls-prod")
+        .await
+        .unwrap();
     assert!(
         prod.metadata.deletion_timestamp.is_none(),
         "ls-prod is being deleted"

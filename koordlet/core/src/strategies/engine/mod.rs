@@ -429,44 +429,24 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
         evictions.extend(plan.evictions.iter().cloned());
         Report::Ran(plan)
     };
-    let memory_evict = if let Some(r) = gate_off(input.gates, "BEMemoryEvict") {
-        Report::skipped(r)
-    } else if threshold.is_none() {
-        Report::skipped("no resourceUsedThresholdWithBE in the NodeSLO")
-    } else {
-        let (candidates, exempt) = build::candidates(input, memory_evict::FEATURE);
-        let mut plan = memory_evict::decide(&memory_evict::MemoryEvictInput {
-            strategy,
-            capacity_bytes: input.node.memory_capacity_bytes,
-            used_bytes: input.usage.node_memory_bytes,
-            pods: &candidates,
-            now_seconds: input.now_seconds,
-            last_eviction_seconds: input.state.memory_evict_last,
-            cool_down_seconds: input.options.memory_evict_cool_down_seconds,
-        });
-        plan.exempt = exempt;
-        if !plan.evictions.is_empty() {
-            next_state.memory_evict_last = Some(input.now_seconds);
+    // Upstream's two memory tasks: BEMemoryEvict, then MemoryEvict with the same threshold and
+    // the shared cool-down, counting what BEMemoryEvict picked this round as released.
+    let memory_task = |gate: &str,
+                       decide: fn(&memory_evict::MemoryEvictInput<'_>) -> MemoryEvictPlan,
+                       already_picked: &[EvictionPick]| {
+        if let Some(r) = gate_off(input.gates, gate) {
+            return Report::skipped(r);
         }
-        add_picks(&mut evictions, &plan.evictions);
-        Report::Ran(plan)
-    };
-    // Upstream's second memory task: the same threshold, after BEMemoryEvict, which it shares
-    // the cool-down with; what BEMemoryEvict picked this round counts as released.
-    let memory_evict_by_priority = if let Some(r) = gate_off(input.gates, memory_evict::BY_PRIORITY_FEATURE) {
-        Report::skipped(r)
-    } else if threshold.is_none() {
-        Report::skipped("no resourceUsedThresholdWithBE in the NodeSLO")
-    } else {
-        let (mut candidates, exempt) = build::candidates(input, memory_evict::BY_PRIORITY_FEATURE);
-        if let Report::Ran(be) = &memory_evict {
-            for pod in &mut candidates {
-                if be.evictions.iter().any(|e| e.uid == pod.uid) {
-                    pod.being_evicted = true;
-                }
+        if threshold.is_none() {
+            return Report::skipped("no resourceUsedThresholdWithBE in the NodeSLO");
+        }
+        let (mut candidates, exempt) = build::candidates(input, gate);
+        for pod in &mut candidates {
+            if already_picked.iter().any(|e| e.uid == pod.uid) {
+                pod.being_evicted = true;
             }
         }
-        let mut plan = memory_evict::decide_by_priority(&memory_evict::MemoryEvictInput {
+        let mut plan = decide(&memory_evict::MemoryEvictInput {
             strategy,
             capacity_bytes: input.node.memory_capacity_bytes,
             used_bytes: input.usage.node_memory_bytes,
@@ -476,12 +456,27 @@ fn run_with(input: &EngineInput<'_>, cache: Option<&mut EngineCache>) -> EngineP
             cool_down_seconds: input.options.memory_evict_cool_down_seconds,
         });
         plan.exempt = exempt;
+        Report::Ran(plan)
+    };
+    let memory_evict = memory_task(memory_evict::FEATURE, memory_evict::decide, &[]);
+    let be_memory_picks = memory_evict
+        .ran()
+        .map(|p| p.evictions.clone())
+        .unwrap_or_default();
+    let memory_evict_by_priority = memory_task(
+        memory_evict::BY_PRIORITY_FEATURE,
+        memory_evict::decide_by_priority,
+        &be_memory_picks,
+    );
+    for plan in [&memory_evict, &memory_evict_by_priority]
+        .into_iter()
+        .filter_map(Report::ran)
+    {
         if !plan.evictions.is_empty() {
             next_state.memory_evict_last = Some(input.now_seconds);
         }
         add_picks(&mut evictions, &plan.evictions);
-        Report::Ran(plan)
-    };
+    }
 
     let memory_qos = super::memory_qos::from_engine(input, &mut writes);
 
