@@ -71,7 +71,7 @@ pub fn evictable<'a>(
         match pods.iter().find(|p| p.uid.as_str() == pick.uid) {
             Some(p)
                 if p.qos == QoSClass::Be
-                    || (pick.strategy == memory_evict::BY_PRIORITY_STRATEGY && opted_in(p)) =>
+                    || (pick.strategy == memory_evict::BY_PRIORITY_STRATEGY && p.eviction_enabled()) =>
             {
                 ok.push((pick, p))
             }
@@ -79,16 +79,6 @@ pub fn evictable<'a>(
         }
     }
     (ok, dropped)
-}
-
-/// The pod opted in to the node-level evictions.
-fn opted_in(pod: &PodMeta) -> bool {
-    pod.pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(koord_api::names::LABEL_EVICTION_ENABLED))
-        .is_some_and(|v| v == "true")
 }
 
 /// UIDs with an accepted eviction and when each entry expires.

@@ -127,6 +127,17 @@ impl PodMeta {
         )
     }
 
+    /// Labelled `koordinator.sh/eviction-enabled=true`: the node-level evictions (`MemoryEvict`)
+    /// may pick the pod whatever its QoS class.
+    pub fn eviction_enabled(&self) -> bool {
+        self.pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(koord_api::names::LABEL_EVICTION_ENABLED))
+            .is_some_and(|v| v == "true")
+    }
+
     /// The containers of the pod's spec (none when the spec is missing): requests and limits
     /// live there, the runtime's container IDs in [`PodMeta::containers`].
     pub fn spec_containers(&self) -> &[k8s_openapi::api::core::v1::Container] {

@@ -206,19 +206,23 @@ pub(crate) fn select_victims<'a>(
 }
 
 /// The victim selection of the node-level strategies (upstream's `MemoryEvict` order): pods
-/// that opted in ([`EvictCandidate::opted_in`]) ordered by `koordinator.sh/eviction-priority`
+/// that opted in ([`EvictCandidate::opted_in`]) and pass `eligible`, ordered by `koordinator.sh/eviction-priority`
 /// ascending, `spec.priority` ascending, the `koordinator.sh/priority` label ascending (absent:
 /// the pod's priority), `busiest` descending, then identity; picked until what they `free`
 /// (plus what every pod already being evicted frees) covers `target`.
 pub(crate) fn select_opted_in<'a>(
     pods: &'a [EvictCandidate],
     priority_threshold: i32,
+    eligible: impl Fn(&EvictCandidate) -> bool,
     target: f64,
     frees: impl Fn(&EvictCandidate) -> f64,
     busiest: impl Fn(&EvictCandidate) -> f64,
 ) -> Selection<'a> {
     let in_flight = in_flight_release(pods.iter(), &frees);
-    let mut ordered: Vec<&EvictCandidate> = pods.iter().filter(|p| p.opted_in(priority_threshold)).collect();
+    let mut ordered: Vec<&EvictCandidate> = pods
+        .iter()
+        .filter(|p| p.opted_in(priority_threshold) && eligible(p))
+        .collect();
     let label_priority = |p: &EvictCandidate| {
         p.koordinator_priority
             .unwrap_or_else(|| i64::from(p.priority.unwrap_or(0)))

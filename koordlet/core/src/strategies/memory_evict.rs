@@ -13,7 +13,7 @@ use koord_api::nodeslo::ResourceThresholdStrategy;
 use serde::Serialize;
 
 use super::eviction::{
-    EvictCandidate, EvictionPick, ExemptPod, Selection, cooling_down, select_opted_in, select_victims,
+    EvictCandidate, EvictionPick, ExemptPod, cooling_down, select_opted_in, select_victims,
 };
 
 /// The feature (gate) name a pod's `koordinator.sh/eviction-policy` must list for this
@@ -195,25 +195,17 @@ fn decide_for(input: &MemoryEvictInput<'_>, victims: Victims) -> MemoryEvictPlan
     let release =
         (capacity.saturating_mul((usage_percent - lower) as u128) / 100).min(u64::MAX as u128) as u64;
     plan.release_bytes = release;
-    let measured: Vec<EvictCandidate>;
-    let selection: Selection<'_> = match plan.priority_threshold {
-        Some(priority_threshold) => {
-            // As upstream, a pod without a memory measurement is left out: what evicting a pod
-            // of any class frees must be known. Pods on their way out still count.
-            measured = input
-                .pods
-                .iter()
-                .filter(|p| p.being_evicted || p.memory_usage_bytes.is_some())
-                .cloned()
-                .collect();
-            select_opted_in(
-                &measured,
-                priority_threshold,
-                release as f64,
-                memory_of,
-                memory_of,
-            )
-        }
+    let selection = match plan.priority_threshold {
+        // As upstream, a pod without a memory measurement is left out: what evicting a pod of
+        // any class frees must be known. Pods on their way out still count (in flight).
+        Some(priority_threshold) => select_opted_in(
+            input.pods,
+            priority_threshold,
+            |p| p.memory_usage_bytes.is_some(),
+            release as f64,
+            memory_of,
+            memory_of,
+        ),
         None => select_victims(input.pods, release as f64, memory_of, memory_of),
     };
     plan.in_flight_bytes = selection.in_flight as u64;

@@ -229,17 +229,9 @@ pub(super) fn candidates(input: &EngineInput<'_>, feature: &str) -> (Vec<EvictCa
                     .and_then(|a| a.get(key))
                     .map(String::as_str)
             };
-            let label = |key: &str| {
-                p.pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(key))
-                    .map(String::as_str)
-            };
             let policy = EvictionPolicy::parse(annotation(ANNOTATION_EVICTION_POLICY));
             let refusal = policy.refusal(feature);
-            let eviction_enabled = label(names::LABEL_EVICTION_ENABLED) == Some("true");
+            let eviction_enabled = p.eviction_enabled();
             // The pods the strategy could pick but for the annotation: BE pods for the BE
             // strategies, opted-in pods for the node-level ones.
             let in_pool = if feature == memory_evict::BY_PRIORITY_FEATURE {
@@ -283,7 +275,12 @@ pub(super) fn candidates(input: &EngineInput<'_>, feature: &str) -> (Vec<EvictCa
                 eviction_priority: annotation(names::ANNOTATION_EVICTION_PRIORITY)
                     .and_then(|v| v.trim().parse::<i32>().ok())
                     .map_or(0, i64::from),
-                koordinator_priority: label(names::LABEL_KOORDINATOR_PRIORITY)
+                koordinator_priority: p
+                    .pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(names::LABEL_KOORDINATOR_PRIORITY))
                     .and_then(|v| v.trim().parse::<i32>().ok())
                     .map(i64::from),
             }
